@@ -1,0 +1,17 @@
+"""Errors the command line turns into a one-line message and exit code 2 (no traceback unless --debug)."""
+
+from __future__ import annotations
+
+
+class UsageError(Exception):
+    """Bad input from the user: a study file, a configuration, an option or a storage that cannot be used.
+
+    The message is one line naming what is wrong and what is allowed.
+    """
+
+
+#: exit codes of the ``dse`` command (documented in ``dse --help`` and the README)
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
