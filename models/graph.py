@@ -30,7 +30,8 @@ layer that reads the network's input directly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -97,6 +98,9 @@ class Layer:
     fan_in: int = 0
     #: number of output channels (weight rows): predictor samples for this layer
     out_channels: int = 0
+    #: part of a training-only branch (Inception-v3's auxiliary classifier): trained, but not in the
+    #: inference forward that published MAC counts describe
+    aux: bool = False
 
     @property
     def is_gemm(self) -> bool:
@@ -127,10 +131,9 @@ class Net:
     input_shape: tuple[int, int, int]
     num_classes: int
     layers: list[Layer] = field(default_factory=list)
-    #: parameters shared with an earlier layer (tied embeddings) are counted once
-    shared_params: int = 0
     #: how the input is printed (default "CxHxW")
     input_desc: str = ""
+    _aux: bool = field(default=False, repr=False)
 
     # -- bookkeeping ---------------------------------------------------------------------------------
     def input(self) -> Tensor:
@@ -141,7 +144,16 @@ class Net:
         return name or f"{kind}{len(self.layers)}"
 
     def _add(self, layer: Layer) -> None:
-        self.layers.append(layer)
+        self.layers.append(replace(layer, aux=True) if self._aux else layer)
+
+    @contextmanager
+    def aux_branch(self):
+        """Layers added inside this block form a training-only branch (see :attr:`Layer.aux`)."""
+        self._aux = True
+        try:
+            yield
+        finally:
+            self._aux = False
 
     # -- GEMM layers ---------------------------------------------------------------------------------
     def conv(
@@ -190,12 +202,11 @@ class Net:
                tied: bool = False) -> Tensor:
         """A fully connected layer over the channel axis, applied at every (h, w) position (token).
 
-        ``tied``: the weight matrix is shared with an earlier layer (counted once in the parameters).
+        ``tied``: the weight matrix is an earlier layer's (tied embeddings): its parameters, and so its
+        weight update, belong to that layer; this layer's own parameters are its bias alone.
         """
         tokens = x.h * x.w
-        params = x.c * out_features + (out_features if bias else 0)
-        if tied:
-            self.shared_params += x.c * out_features
+        params = (0 if tied else x.c * out_features) + (out_features if bias else 0)
         self._add(
             Layer(
                 name=self._name(name, "linear"),
@@ -301,22 +312,30 @@ class Net:
 
     def embed(self, tokens: Tensor, vocab: int, dim: int, *, name: str | None = None,
               tied: bool = False) -> Tensor:
-        """A token-embedding lookup (a gather: vector traffic) into ``dim`` channels over ``tokens.h``."""
+        """A token-embedding lookup (a gather: vector traffic) into ``dim`` channels over ``tokens.h``.
+
+        ``tied``: the table is an earlier embedding's (no parameters of its own).
+        """
         out = Tensor(dim, tokens.h, 1)
-        if tied:
-            self.shared_params += vocab * dim
-        return self._vector(tokens, "embed", out, params=vocab * dim, name=name, stash=tokens.numel)
+        return self._vector(tokens, "embed", out, params=0 if tied else vocab * dim, name=name,
+                            stash=tokens.numel)
 
     # -- summaries -----------------------------------------------------------------------------------
     @property
     def params(self) -> int:
-        """Trainable parameters (tied weights counted once)."""
-        return sum(l.params for l in self.layers) - self.shared_params
+        """Trainable parameters (tied weights counted once, with the layer that owns them)."""
+        return sum(l.params for l in self.layers)
 
     @property
     def macs(self) -> int:
-        """Forward multiply-accumulates per sample of conv and linear layers (torchvision's convention)."""
-        return sum(l.macs for l in self.layers if l.kind in ("conv", "linear"))
+        """Forward multiply-accumulates per sample of conv and linear layers (torchvision's convention:
+        the inference forward, training-only branches excluded)."""
+        return sum(l.macs for l in self.layers if l.kind in ("conv", "linear") and not l.aux)
+
+    @property
+    def aux_macs(self) -> int:
+        """Forward multiply-accumulates per sample of training-only branches (conv and linear)."""
+        return sum(l.macs for l in self.layers if l.kind in ("conv", "linear") and l.aux)
 
     @property
     def matmul_macs(self) -> int:
@@ -400,19 +419,26 @@ class TrainingOps:
             else:
                 stash = l.stash_elems * batch * word_bytes
                 rows.append((i, "fwd_vec", 0, 0, 0, 0, l.vec_elems * batch, stash))
-                if l.needs_igrad:
+                if l.needs_igrad or l.params:
                     # backward of a vector op reads the output gradient (and its stash), writes the input's
+                    # gradient (or, for an embedding, scatter-adds into the table's rows)
                     rows.append((i, "bwd_vec", 0, 0, 0, 0, l.vec_elems * batch + l.stash_elems * batch, 0))
             if l.params:
                 rows.append((i, "update", 0, 0, 0, 0, l.params * update_elems_per_param, 0))
-        cols = list(zip(*rows))
+        return cls.from_rows(net, batch, optimizer, word_bytes, rows)
+
+    @classmethod
+    def from_rows(cls, net: Net, batch: int, optimizer: str, word_bytes: int, rows: list[tuple]
+                  ) -> "TrainingOps":
+        """Columns from rows ``(layer, phase, M, K, N, repeat, vec_elems, stash_bytes)``."""
+        cols = list(zip(*rows)) if rows else [()] * 8
         return cls(
             net=net,
             batch=batch,
             optimizer=optimizer,
             word_bytes=word_bytes,
             layer=np.asarray(cols[0], dtype=np.int64),
-            phase=np.asarray(cols[1], dtype="<U8"),
+            phase=np.asarray(cols[1], dtype="<U12"),
             M=np.asarray(cols[2], dtype=np.int64),
             K=np.asarray(cols[3], dtype=np.int64),
             N=np.asarray(cols[4], dtype=np.int64),
@@ -432,8 +458,9 @@ class TrainingOps:
         return np.isin(self.phase, phases)
 
     def to_records(self) -> list[dict]:
-        names = [l.name for l in self.net.layers]
-        kinds = [l.kind for l in self.net.layers]
+        # layer -1: an op of the whole step rather than of one layer (the predictor's update)
+        names = [l.name for l in self.net.layers] + ["(step)"]
+        kinds = [l.kind for l in self.net.layers] + ["-"]
         return [
             {
                 "layer": int(self.layer[i]),

@@ -5,9 +5,10 @@ the way torchvision writes them) and registered here with its native input. ``bu
 instantiates it per sample for an input size and a number of classes; :meth:`models.graph.Net.training_ops`
 lowers it for a batch size.
 
-Data sets: ``imagenet`` (3x224x224, 1000 classes), ``cifar10`` / ``cifar100`` (3x32x32, 10 / 100 classes).
-Models with a fixed native input (Inception 299x299, YOLOv3 416x416, the Transformer's token lengths) use
-it under ``native`` (their default); for CIFAR they use the CIFAR-style adaptation their builder documents.
+Data sets: ``imagenet`` (3x224x224, 1000 classes), ``cifar10`` / ``cifar100`` (3x32x32, 10 / 100 classes);
+the CNNs' builders document their CIFAR adaptation (3x3 stride-1 stems). Inception-v3/v4 accept only
+``imagenet``, at their native 299x299 crop (their stems need at least 75x75). YOLOv3 (416x416 COCO, 80
+classes) and the Transformer (token sequences) have a single ``native`` set-up.
 """
 
 from __future__ import annotations

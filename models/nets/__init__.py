@@ -5,4 +5,7 @@ from models.nets import (  # noqa: F401  (imported for their registrations)
     resnet,
     densenet,
     mobilenet,
+    inception,
+    yolo,
+    transformer,
 )

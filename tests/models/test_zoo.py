@@ -24,6 +24,17 @@ TORCHVISION = [
     ("densenet161", 28_681_000, 7.73, "torchvision DenseNet161_Weights.IMAGENET1K_V1"),
     ("densenet201", 20_013_928, 4.29, "torchvision DenseNet201_Weights.IMAGENET1K_V1"),
     ("mobilenet_v2", 3_504_872, 0.30, "torchvision MobileNet_V2_Weights.IMAGENET1K_V1"),
+    # params include the auxiliary classifier; MACs are the forward without it (299x299)
+    ("inception_v3", 27_161_264, 5.71, "torchvision Inception_V3_Weights.IMAGENET1K_V1"),
+]
+
+# Models whose reference is not torchvision's table.
+OTHER = [
+    # timm's model card for inception_v4.tf_in1k: 42.7 M params, 12.3 GMACs at 299x299
+    ("inception_v4", 42.7e6, 12.3, 0.005, "timm inception_v4.tf_in1k model card"),
+    # darknet prints 65.864 BFLOPs (2 x MACs, conv layers) for yolov3.cfg at 416; ultralytics' YOLOv3
+    # summary: 61,949,149 parameters (COCO, 80 classes)
+    ("yolov3", 61_949_149, 65.864 / 2, 0.005, "darknet yolov3.cfg / ultralytics YOLOv3 summary"),
 ]
 
 
@@ -32,6 +43,34 @@ def test_torchvision_published_counts(name, params, gmacs, source):
     net = build(name, dataset="imagenet")
     assert net.params == pytest.approx(params, rel=0.005), source
     assert net.macs / 1e9 == pytest.approx(gmacs, rel=0.02), source
+
+
+@pytest.mark.parametrize("name,params,gmacs,rel,source", OTHER, ids=[t[0] for t in OTHER])
+def test_other_published_counts(name, params, gmacs, rel, source):
+    net = build(name)
+    assert net.params == pytest.approx(params, rel=rel), source
+    assert net.macs / 1e9 == pytest.approx(gmacs, rel=0.02), source
+
+
+def test_transformer_base_closed_form():
+    """Vaswani et al. 2017 give only "65 M" for the base model; check the exact count from its shape.
+
+    Shared 37,000 x 512 embedding (source, target and pre-softmax projection tied), 6 encoder layers
+    (self-attention: 4 projections with bias; FFN 512-2048-512 with biases; 2 layer norms) and 6 decoder
+    layers (self- and cross-attention, FFN, 3 layer norms). The paper's 65 M is 3% above this count.
+    """
+    d, f, v, n = 512, 2048, 37_000, 6
+    attn = 4 * (d * d + d)
+    ffn = d * f + f + f * d + d
+    enc = attn + ffn + 2 * 2 * d
+    dec = 2 * attn + ffn + 3 * 2 * d
+    net = build("transformer_base")
+    assert net.params == v * d + n * enc + n * dec == 63_082_496
+    assert net.params == pytest.approx(65e6, rel=0.03)
+    # QK^T and AV per head are weight-free batched matmuls: counted apart from linear layers
+    assert net.matmul_macs > 0
+    net64 = build("transformer_base", src_len=64, tgt_len=32)
+    assert net64.params == net.params and net64.macs < net.macs
 
 
 def test_zoo_has_the_required_models():
@@ -66,7 +105,10 @@ def test_lowering_invariants(name, batch):
     assert first, "some layer must read the network input"
     # forward MACs scale with the batch and equal the per-sample count times the batch
     fwd = ops.phase == "fwd"
-    assert ops.macs[fwd].sum() == batch * (net.macs + net.matmul_macs)
+    assert ops.macs[fwd].sum() == batch * (net.macs + net.aux_macs + net.matmul_macs)
+    # the weight update touches every trainable parameter exactly once (tied weights included)
+    per_param = 3 + 2 * OPTIMIZER_STATE[ops.optimizer]
+    assert ops.vec_elems[ops.phase == "update"].sum() == net.params * per_param
     # only forward rows stash activations
     assert (ops.stash_bytes[~(fwd | (ops.phase == "fwd_vec"))] == 0).all()
 

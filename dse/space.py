@@ -1,0 +1,144 @@
+"""The search space, declared once and used by sampling, validation, export and grid enumeration.
+
+In a study file, each knob under ``[space.training]`` or ``[space.hardware]`` is one of
+
+* a fixed value: ``dataflow = "ws"``;
+* a list of choices: ``rows = [16, 32, 64]``;
+* a range: ``lr = { low = 0.01, high = 0.1, log = true }`` or ``warmup = { low = 0.05, high = 0.3, step = 0.05 }``
+  (integer when ``low`` and ``high`` are integers and ``step``, if given, is too).
+
+A knob's parameter name in the Optuna study is ``<section>.<field>`` (for example ``hardware.rows``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from dse.errors import UsageError
+
+__all__ = ["Fixed", "Choice", "Range", "Knob", "Space", "parse_knob"]
+
+
+@dataclass(frozen=True)
+class Fixed:
+    value: Any
+
+    def values(self) -> list:
+        return [self.value]
+
+
+@dataclass(frozen=True)
+class Choice:
+    choices: tuple
+
+    def values(self) -> list:
+        return list(self.choices)
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = None
+    integer: bool = False
+
+    def values(self) -> list:
+        """The grid of a stepped range (a continuous range has none)."""
+        if self.step is None:
+            if self.integer and not self.log:
+                return list(range(int(self.low), int(self.high) + 1))
+            raise UsageError("a continuous range has no grid; give it a step or use a list of choices")
+        n = int(math.floor((self.high - self.low) / self.step + 1e-9))
+        vals = [self.low + i * self.step for i in range(n + 1)]
+        return [int(round(v)) for v in vals] if self.integer else [round(v, 12) for v in vals]
+
+
+Knob = Fixed | Choice | Range
+
+
+def parse_knob(name: str, spec: Any) -> Knob:
+    if isinstance(spec, list):
+        if not spec:
+            raise UsageError(f"{name}: an empty list of choices; give at least one value")
+        if any(isinstance(v, (dict, list)) for v in spec) and not all(isinstance(v, list) for v in spec):
+            raise UsageError(f"{name}: choices must be plain values (or all lists)")
+        return Choice(tuple(tuple(v) if isinstance(v, list) else v for v in spec))
+    if isinstance(spec, dict):
+        allowed = {"low", "high", "log", "step"}
+        unknown = sorted(set(spec) - allowed)
+        if unknown:
+            raise UsageError(f"{name}.{unknown[0]}: unknown key in a range; allowed: low, high, log, step")
+        for k in ("low", "high"):
+            if k not in spec:
+                raise UsageError(f"{name}: a range needs {k!r} (and optionally log, step)")
+            if not isinstance(spec[k], (int, float)) or isinstance(spec[k], bool):
+                raise UsageError(f"{name}.{k}: expected a number, got {spec[k]!r}")
+        low, high = spec["low"], spec["high"]
+        log = spec.get("log", False)
+        step = spec.get("step")
+        if not isinstance(log, bool):
+            raise UsageError(f"{name}.log: expected true or false, got {log!r}")
+        if low > high:
+            raise UsageError(f"{name}: inverted range: low {low} > high {high}")
+        if low == high:
+            raise UsageError(f"{name}: empty range (low == high == {low}); use a fixed value instead")
+        if log and low <= 0:
+            raise UsageError(f"{name}: a log range needs low > 0, got {low}")
+        if step is not None:
+            if not isinstance(step, (int, float)) or isinstance(step, bool) or step <= 0:
+                raise UsageError(f"{name}.step: expected a positive number, got {step!r}")
+            if log:
+                raise UsageError(f"{name}: give either log or step, not both (Optuna's rule)")
+        integer = all(isinstance(v, int) for v in (low, high)) and (step is None or isinstance(step, int))
+        return Range(float(low) if not integer else low, float(high) if not integer else high, log,
+                     step, integer)
+    return Fixed(spec)
+
+
+@dataclass(frozen=True)
+class Space:
+    """Knobs by parameter name (``section.field``), in declaration order."""
+
+    knobs: tuple[tuple[str, Knob], ...]
+
+    @classmethod
+    def from_tables(cls, tables: dict[str, dict], allowed: dict[str, set[str]], where: str = "space"
+                    ) -> "Space":
+        unknown = sorted(set(tables) - set(allowed))
+        if unknown:
+            raise UsageError(f"{where}.{unknown[0]}: unknown section; allowed: {', '.join(sorted(allowed))}")
+        knobs = []
+        for section, table in tables.items():
+            if not isinstance(table, dict):
+                raise UsageError(f"{where}.{section}: expected a table of knobs")
+            for field, spec in table.items():
+                if field not in allowed[section]:
+                    raise UsageError(f"{where}.{section}.{field}: unknown knob; allowed: "
+                                     f"{', '.join(sorted(allowed[section]))}")
+                knobs.append((f"{section}.{field}", parse_knob(f"{where}.{section}.{field}", spec)))
+        return cls(tuple(knobs))
+
+    def __iter__(self) -> Iterator[tuple[str, Knob]]:
+        return iter(self.knobs)
+
+    def names(self, section: str | None = None) -> list[str]:
+        return [n for n, _ in self.knobs if section is None or n.startswith(section + ".")]
+
+    def searched(self) -> list[tuple[str, Knob]]:
+        return [(n, k) for n, k in self.knobs if not isinstance(k, Fixed)]
+
+    def grid(self) -> dict[str, list]:
+        """Values per searched knob, for the grid sampler (every knob must be finite)."""
+        return {n: k.values() for n, k in self.searched()}
+
+    def split(self, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Sampled parameters plus fixed knobs, grouped by section: {"training": {...}, "hardware": {...}}."""
+        out: dict[str, dict[str, Any]] = {}
+        for n, k in self.knobs:
+            section, field = n.split(".", 1)
+            v = k.value if isinstance(k, Fixed) else params[n]
+            out.setdefault(section, {})[field] = list(v) if isinstance(v, tuple) else v
+        return out
