@@ -3,8 +3,9 @@
 The predictor (DESIGN section 2) is one small network shared by all layers with weights. For a layer with
 ``C_out`` output channels and output activation ``(C_out, P, Q)`` per sample:
 
-* **tensor reorganization** averages the activation over the batch and pools each channel's ``P x Q`` map to
-  ``pool x pool``: each output channel becomes one predictor sample of ``pool*pool`` inputs;
+* **tensor reorganization** averages the activation over the batch and pools each channel's ``P x Q`` map
+  down to ``inputs`` values: each output channel becomes one predictor sample of ``inputs`` values (plus a
+  one-hot layer index when ``layer_code`` is set);
 * the predictor maps each sample through its hidden layers to a **head** that predicts the channel's
   weight-gradient row (``fan_in = C_in/groups * R * S`` for a conv, ``in_features`` for a linear layer). The
   head is as wide as the model's largest fan-in, masked for smaller layers (``head=None``, the full head), or
@@ -38,19 +39,20 @@ _PRED_UPDATE_ELEMS_PER_PARAM = 3 + 2 * 2
 class PredictorShape:
     """The predictor's shape knobs.
 
-    ``pool``: side of the pooled input map (``pool*pool`` inputs per sample); ``hidden``: widths of the hidden
-    layers (may be empty: a linear predictor); ``head``: output width, ``None`` for as wide as the model's
-    largest fan-in (masked), or a narrower width that is tiled.
+    ``inputs``: values per sample after pooling; ``hidden``: widths of the hidden layers (may be empty: a
+    linear predictor); ``head``: output width, ``None`` for as wide as the model's largest fan-in (masked),
+    or a narrower width that is tiled; ``layer_code``: a one-hot layer index is appended to the input.
     """
 
-    pool: int = 4
+    inputs: int = 8
     hidden: tuple[int, ...] = (64,)
     head: int | None = None
+    layer_code: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
-        if not isinstance(self.pool, int) or self.pool < 1:
-            raise ValueError(f"predictor.pool: a positive integer (pooled map side), got {self.pool!r}")
+        if not isinstance(self.inputs, int) or self.inputs < 1:
+            raise ValueError(f"predictor.inputs: a positive integer (pooled values per channel), got {self.inputs!r}")
         if any(h < 1 for h in self.hidden):
             raise ValueError(f"predictor.hidden: positive layer widths, got {list(self.hidden)}")
         if self.head is not None and (not isinstance(self.head, int) or self.head < 1):
@@ -65,7 +67,7 @@ class PredictorShape:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PredictorShape":
-        allowed = {"pool", "hidden", "head"}
+        allowed = {"inputs", "hidden", "head", "layer_code"}
         unknown = set(d) - allowed
         if unknown:
             raise ValueError(f"predictor: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed))}")
@@ -76,7 +78,8 @@ class PredictorShape:
 
     def widths(self, net: Net) -> list[int]:
         """Layer widths from input to head."""
-        return [self.pool * self.pool, *self.hidden, self.head_width(net)]
+        code = len(_predicted_layers(net)) if self.layer_code else 0
+        return [self.inputs + code, *self.hidden, self.head_width(net)]
 
 
 def predictor_params(shape: PredictorShape, net: Net) -> int:
@@ -102,7 +105,7 @@ def predictor_ops(shape: PredictorShape, net: Net, batch: int, *, train: bool, w
         samples = l.out_channels
         tiles = math.ceil(l.fan_in / head)
         # batch mean (read the batch's activations, write one map) then pooling (read it, write pool x pool)
-        rows.append((i, "reorg", 0, 0, 0, 0, batch * c * p * q + 2 * c * p * q + c * shape.pool**2, 0))
+        rows.append((i, "reorg", 0, 0, 0, 0, batch * c * p * q + 2 * c * p * q + c * shape.inputs, 0))
         for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
             rep = tiles if j == len(widths) - 2 else 1
             rows.append((i, "pred_fwd", samples, a, b, rep, 0, 0))

@@ -1,0 +1,70 @@
+"""``dse evaluate``: one configuration over one or more zoo models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from dse.errors import UsageError
+
+
+def evaluate(
+    config: Path = typer.Argument(..., help="Configuration file (TOML): [workload], [training], [hardware], "
+                                            "[reference], optional [schedule] gp_fraction; what `dse export` "
+                                            "writes."),
+    model: Optional[List[str]] = typer.Option(None, "--model", "-m",
+                                              help="Evaluate these zoo models instead of the file's "
+                                                   "workload.models (repeatable)."),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Surrogate seeds (0..N-1) for the accuracy figures."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: {\"models\": [...], \"summary\": {...}, "
+                                                        "\"metrics\": {...}}."),
+) -> None:
+    """Step time per phase, job time and energy, speed-up against plain BP on the reference accelerator,
+    the algorithmic speed-up on the same hardware, energy saving, area and power, per model and overall.
+
+    The GP fraction comes from the training surrogate (cached) unless [schedule] gp_fraction states it.
+    """
+    from dataclasses import replace
+
+    from dse.cli import echo_json, echo_table
+    from dse.evaluate import evaluate as run, load_configuration
+    from dse.workload import Workload
+
+    cfg = load_configuration(config)
+    if model:
+        d = cfg.workload.to_dict()
+        d["models"] = list(model)
+        d.pop("model_args", None)
+        cfg = replace(cfg, workload=Workload.from_dict(d, where="--model"))
+    out = run(cfg, seeds=tuple(range(seeds)))
+    if json_out:
+        echo_json(out)
+        return
+    rows = [{
+        "model": r["model"],
+        "speedup": r["speedup"],
+        "same_hw": r["speedup_same_hw"],
+        "energy_J": r["energy_j"],
+        "saving_%": 100 * r["energy_saving"],
+        "step_ms_ref": r["step_ms_bp_ref"],
+        "step_ms_bp": r["step_ms_adagp_bp"],
+        "step_ms_gp": r["step_ms_gp"],
+        "dram_GB_bp": r["dram_gb_per_step_bp"],
+        "dram_GB_gp": r["dram_gb_per_step_gp"],
+    } for r in out["models"]]
+    echo_table(rows, floatfmt="{:.4g}")
+    s, m = out["summary"], out["metrics"]
+    typer.echo("")
+    typer.echo(f"speed-up (geomean) {s['speedup_geomean']:.3f}x vs plain BP on the reference; "
+               f"{s['speedup_same_hw_geomean']:.3f}x on the same hardware")
+    typer.echo(f"energy {s['energy_j']:.4g} J, saving {100 * s['energy_saving_total']:.1f}% vs the reference; "
+               f"area {s['area_mm2']:.3f} mm^2 (reference {s['area_mm2_ref']:.3f}); average power "
+               f"{s['power_w']:.3g} W, peak {s['peak_power_w']:.3g} W")
+    src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
+    typer.echo(f"GP fraction {m['gp_fraction']:.3f} of post-warm-up steps ({src}); warm-up {s['warmup']:.2f}")
+    if "accuracy" in m:
+        typer.echo(f"surrogate accuracy {m['accuracy']:.2f}% (drop {m['accuracy_drop']:+.2f} points vs BP, "
+                   f"predictor gain {m['predictor_gain']:+.2f} points vs the null control; proxy task "
+                   f"{cfg.training.task}, not the zoo model)")

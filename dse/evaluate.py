@@ -1,0 +1,251 @@
+"""Evaluate one configuration: training knobs + hardware + workload -> every metric the tool reports.
+
+A configuration file (what ``dse export`` writes and ``dse evaluate`` reads) has the tables
+
+* ``[workload]``  -- :class:`dse.workload.Workload` (zoo models, batch, data-set size, epochs, optimizer);
+* ``[training]``  -- :class:`models.surrogate.SurrogateConfig` (scheme, predictor, phase schedule);
+* ``[hardware]``  -- :class:`accel.Hardware`, the candidate accelerator;
+* ``[reference]`` -- :class:`accel.Hardware`, the baseline that runs plain BP (``speedup``'s denominator);
+* ``[schedule]``  -- optional what-if: ``gp_fraction`` (0-1) of post-warm-up steps in GP phase, used instead
+  of the surrogate's measured fraction; with it the surrogate does not run unless ``accuracy = true``;
+* ``technology``  -- optional path of a technology table (``accel.load_tech``), relative to the file.
+
+Metrics (DESIGN section 4): ``speedup`` = job time of plain BP on the reference / job time of the
+candidate; ``speedup_same_hw`` = plain BP on the candidate's hardware / the candidate; ``energy_j`` the
+candidate job's energy; ``energy_saving`` = 1 - energy / energy of plain BP on the reference (a fraction);
+accuracy figures in percent (points for differences) from the training surrogate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accel import Hardware, Tech, area_mm2, default_tech, load_tech, peak_power_w
+from accel.schedule import ENERGY_KEYS, job_cost, step_costs
+from dse.errors import UsageError
+from dse.schema import check_keys, load_toml, take
+from dse.workload import Workload
+from models.predictor import PredictorShape, predictor_ops, predictor_params
+from models.surrogate import SurrogateConfig
+
+__all__ = ["Configuration", "evaluate", "evaluate_hardware", "load_configuration", "METRICS",
+           "predictor_shape"]
+
+#: metrics a study may use as objectives or constraints, with units
+METRICS = {
+    "accuracy": "%",
+    "accuracy_drop": "points",
+    "predictor_gain": "points",
+    "gp_fraction": "0-1",
+    "speedup": "x",
+    "speedup_same_hw": "x",
+    "energy_j": "J",
+    "energy_saving": "0-1",
+    "area_mm2": "mm^2",
+    "power_w": "W",
+}
+
+
+@dataclass(frozen=True)
+class Configuration:
+    workload: Workload = field(default_factory=Workload)
+    training: SurrogateConfig = field(default_factory=SurrogateConfig)
+    hardware: Hardware = field(default_factory=Hardware)
+    reference: Hardware = field(default_factory=Hardware)
+    #: what-if override of the GP fraction (None: from the surrogate)
+    gp_fraction: float | None = None
+    #: with a what-if GP fraction, still run the surrogate for the accuracy figures
+    accuracy: bool = False
+    technology: str | None = None
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {
+            "workload": self.workload.to_dict(),
+            "training": self.training.to_dict(),
+            "hardware": self.hardware.to_dict(),
+            "reference": self.reference.to_dict(),
+        }
+        if self.gp_fraction is not None:
+            d["schedule"] = {"gp_fraction": self.gp_fraction, "accuracy": self.accuracy}
+        if self.technology:
+            d["technology"] = self.technology
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, *, base: Path | None = None, where: str = "") -> "Configuration":
+        pre = f"{where}." if where else ""
+        check_keys(d, {"workload", "training", "hardware", "reference", "schedule", "technology", "meta"},
+                   where or "configuration")
+        for t in ("workload", "training", "hardware", "reference", "schedule", "meta"):
+            if t in d and not isinstance(d[t], dict):
+                raise UsageError(f"{pre}{t}: expected a table")
+        workload = Workload.from_dict(d.get("workload", {}), where=f"{pre}workload")
+        try:
+            training = SurrogateConfig.from_dict(d.get("training", {}))
+        except ValueError as e:
+            raise UsageError(f"{pre}training.{e}") from None
+        hw = {}
+        for t in ("hardware", "reference"):
+            try:
+                hw[t] = Hardware.from_dict(d.get(t, {}))
+            except (ValueError, TypeError) as e:
+                raise UsageError(f"{pre}{t}.{e}") from None
+        sched = d.get("schedule", {})
+        check_keys(sched, {"gp_fraction", "accuracy"}, f"{pre}schedule")
+        gpf = take(sched, "gp_fraction", float, f"{pre}schedule", default=None, low=0.0, high=1.0)
+        tech = take(d, "technology", str, where or "configuration", default=None)
+        if tech is not None and base is not None and not Path(tech).is_absolute():
+            tech = str((base / tech).resolve())
+        return cls(workload, training, hw["hardware"], hw["reference"], gpf,
+                   take(sched, "accuracy", bool, f"{pre}schedule", default=False), tech)
+
+
+def load_configuration(path: str | Path) -> Configuration:
+    p = Path(path)
+    return Configuration.from_dict(load_toml(p), base=p.parent)
+
+
+def predictor_shape(training: SurrogateConfig) -> PredictorShape:
+    """The predictor's shape from the training knobs (the same knobs size the surrogate's predictor)."""
+    return PredictorShape(inputs=training.pred_input,
+                          hidden=(training.pred_width,) * training.pred_hidden_layers,
+                          head=training.pred_head or None, layer_code=training.pred_layer_code)
+
+
+# -- cached workload pieces (pure functions of hashable keys) ------------------------------------------
+@lru_cache(maxsize=64)
+def _net(model: str, dataset: str | None, args: tuple):
+    from models import zoo
+
+    return zoo.build(model, dataset=dataset, **dict(args))
+
+
+def _key(w: Workload, model: str) -> tuple:
+    return (model, w.dataset, tuple(sorted(w.model_args.get(model, {}).items())))
+
+
+@lru_cache(maxsize=64)
+def _ops(key: tuple, batch: int, optimizer: str, word_bytes: int):
+    return _net(*key).training_ops(batch, optimizer=optimizer, word_bytes=word_bytes)
+
+
+@lru_cache(maxsize=256)
+def _pred_ops(key: tuple, shape: PredictorShape, batch: int, word_bytes: int):
+    net = _net(*key)
+    return (predictor_ops(shape, net, batch, train=True, word_bytes=word_bytes),
+            predictor_ops(shape, net, batch, train=False, word_bytes=word_bytes))
+
+
+@lru_cache(maxsize=16)
+def _tech(path: str | None) -> Tech:
+    if path is None:
+        return default_tech()
+    try:
+        return load_tech(path)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"technology: {e}") from None
+
+
+@lru_cache(maxsize=256)
+def _reference(key: tuple, w: Workload, ref: Hardware, tech_path: str | None):
+    ops = _ops(key, w.batch, w.optimizer, ref.word_bytes)
+    s = step_costs(ops, hw=ref, tech=_tech(tech_path))
+    return s.bp, job_cost(s, n_steps=w.steps, scheme="bp")
+
+
+def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
+    """Time, energy, area and power of ``cfg`` for a given GP fraction (no surrogate): the hardware half."""
+    w, tr, hw = cfg.workload, cfg.training, cfg.hardware
+    tech = _tech(cfg.technology)
+    shape = predictor_shape(tr)
+    scheme = "bp" if tr.scheme == "bp" else "adagp"
+    rows = []
+    for model in w.models:
+        key = _key(w, model)
+        ops = _ops(key, w.batch, w.optimizer, hw.word_bytes)
+        pt, pi = _pred_ops(key, shape, w.batch, hw.word_bytes)
+        steps = step_costs(ops, pred_train=pt, pred_infer=pi, hw=hw, tech=tech)
+        job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction, scheme=scheme)
+        bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")
+        ref_step, ref = _reference(key, w, cfg.reference, cfg.technology)
+        e, e_ref = job.energy_total_j, ref.energy_total_j
+        rows.append({
+            "model": model,
+            "speedup": float(ref.time_s / job.time_s),
+            "speedup_same_hw": float(bp_here.time_s / job.time_s),
+            "energy_j": float(e),
+            "energy_saving": float(1.0 - e / e_ref),
+            "time_s": float(job.time_s),
+            "time_s_ref": float(ref.time_s),
+            "energy_j_ref": float(e_ref),
+            "steps": w.steps,
+            "steps_gp": job.steps_gp,
+            "step_ms_bp_ref": ref_step.time_s * 1e3,
+            "step_ms_bp": steps.bp.time_s * 1e3,
+            "step_ms_adagp_bp": steps.adagp_bp.time_s * 1e3,
+            "step_ms_gp": steps.adagp_gp.time_s * 1e3,
+            "dram_gb_per_step_bp": steps.bp.dram_bytes / 1e9,
+            "dram_gb_per_step_gp": steps.adagp_gp.dram_bytes / 1e9,
+            "predictor_params": predictor_params(shape, _net(*key)),
+            **{f"energy_j_{k}": float(job.energy_j[k]) for k in ENERGY_KEYS},
+        })
+    t = sum(r["time_s"] for r in rows)
+    e = sum(r["energy_j"] for r in rows)
+    summary = {
+        "speedup_geomean": _geomean([r["speedup"] for r in rows]),
+        "speedup_same_hw_geomean": _geomean([r["speedup_same_hw"] for r in rows]),
+        "energy_j": e,
+        "energy_j_ref": sum(r["energy_j_ref"] for r in rows),
+        "energy_saving_total": 1.0 - e / sum(r["energy_j_ref"] for r in rows),
+        "area_mm2": float(area_mm2(hw, tech)),
+        "area_mm2_ref": float(area_mm2(cfg.reference, tech)),
+        "power_w": e / t,
+        "peak_power_w": float(peak_power_w(hw, tech)),
+        "gp_fraction": gp_fraction,
+        "warmup": tr.warmup,
+        "models": len(rows),
+    }
+    return {"models": rows, "summary": summary}
+
+
+def _geomean(xs: list[float]) -> float:
+    return float(math.exp(np.mean(np.log(xs))))
+
+
+def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] = (0, 1, 2), progress=None) -> dict:
+    """Every metric of ``cfg``: the surrogate (cached) for accuracy and GP fraction, then the hardware.
+
+    Returns ``{"models": [...], "summary": {...}, "metrics": {...}, "surrogate": {...} | None}`` where
+    ``metrics`` holds the study metrics (:data:`METRICS`).
+    """
+    sur = None
+    if cfg.gp_fraction is None or cfg.accuracy:
+        from models.surrogate import evaluate as run_surrogate
+
+        sur = run_surrogate(cfg.training, seeds=seeds).to_dict()
+    gpf = cfg.gp_fraction if cfg.gp_fraction is not None else float(sur["gp_fraction"])
+    if cfg.training.scheme == "bp":
+        gpf = 0.0
+    out = evaluate_hardware(cfg, gpf)
+    s = out["summary"]
+    metrics = {
+        "speedup": s["speedup_geomean"],
+        "speedup_same_hw": s["speedup_same_hw_geomean"],
+        "energy_j": s["energy_j"],
+        "energy_saving": s["energy_saving_total"],
+        "area_mm2": s["area_mm2"],
+        "power_w": s["power_w"],
+        "gp_fraction": gpf,
+    }
+    if sur is not None:
+        for k in ("accuracy", "accuracy_drop", "predictor_gain"):
+            metrics[k] = float(sur[k])
+    out["metrics"] = metrics
+    out["surrogate"] = sur
+    return out
