@@ -181,9 +181,10 @@ def step_costs(ops, *, pred_train=None, pred_infer=None, hw: Hardware | Hardware
     n = int(ops.layer.max()) + 1 if len(ops.phase) else 0
     ph = ops.phase
     layer_fwd = _onehot(np.where(np.isin(ph, ("fwd", "fwd_vec")), ops.layer, -1), n)
+    # layers whose weight gradient the predictor predicts: GEMM layers with weights (a forward GEMM and a
+    # weight update), the same rule as models.predictor's
     predicted = np.zeros(n, dtype=bool)
-    if pred_infer is not None and len(pred_infer.phase):
-        predicted[np.unique(pred_infer.layer[pred_infer.layer >= 0])] = True
+    predicted[np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
     upd = ph == "update"
     m = _Costed(ops, hwa, tech, {
         "fwd": layer_fwd,

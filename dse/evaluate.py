@@ -193,7 +193,10 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             "dram_gb_per_step_bp": steps.bp.dram_bytes / 1e9,
             "dram_gb_per_step_gp": steps.adagp_gp.dram_bytes / 1e9,
             "predictor_params": predictor_params(shape, _net(*key)),
+            "predictor_macs_gp_step": int(pi.macs.sum()),
+            "predictor_macs_bp_step": int(pt.macs.sum()),
             **{f"energy_j_{k}": float(job.energy_j[k]) for k in ENERGY_KEYS},
+            **{f"energy_j_ref_{k}": float(ref.energy_j[k]) for k in ENERGY_KEYS},
         })
     t = sum(r["time_s"] for r in rows)
     e = sum(r["energy_j"] for r in rows)
