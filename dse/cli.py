@@ -140,25 +140,18 @@ def models_cmd(
                           "stash_bytes"])
 
 
-def _register_optional() -> None:
-    """Commands that live in their own modules (one module per command keeps this file thin)."""
-    import importlib
+def _register() -> None:
+    """Commands that live in their own modules (one module per command group keeps this file thin)."""
+    from dse import cli_evaluate, cli_layer, cli_study, cli_surrogate
 
-    for module, attr, cmd in [
-        ("dse.cli_layer", "layer", "layer"),
-        ("dse.cli_surrogate", "surrogate", "surrogate"),
-        ("dse.cli_evaluate", "evaluate", "evaluate"),
-    ]:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name == module:
-                continue
-            raise
-        app.command(cmd)(getattr(mod, attr))
+    app.command("layer")(cli_layer.layer)
+    app.command("surrogate")(cli_surrogate.surrogate)
+    app.command("evaluate")(cli_evaluate.evaluate)
+    for name in ("run", "status", "pareto", "plot", "export"):
+        app.command(name)(getattr(cli_study, name))
 
 
-_register_optional()
+_register()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,9 @@ def evaluate(
     model: Optional[List[str]] = typer.Option(None, "--model", "-m",
                                               help="Evaluate these zoo models instead of the file's "
                                                    "workload.models (repeatable)."),
-    seeds: int = typer.Option(3, "--seeds", min=1, help="Surrogate seeds (0..N-1) for the accuracy figures."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=1,
+                                        help="Surrogate seeds (0..N-1) for the accuracy figures (default: the "
+                                             "file's `seeds`, else 3)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: {\"models\": [...], \"summary\": {...}, "
                                                         "\"metrics\": {...}}."),
 ) -> None:
@@ -38,7 +40,9 @@ def evaluate(
         d["models"] = list(model)
         d.pop("model_args", None)
         cfg = replace(cfg, workload=Workload.from_dict(d, where="--model"))
-    out = run(cfg, seeds=tuple(range(seeds)))
+    if seeds is not None:
+        cfg = replace(cfg, seeds=seeds)
+    out = run(cfg)
     if json_out:
         echo_json(out)
         return

@@ -63,6 +63,8 @@ class Configuration:
     #: with a what-if GP fraction, still run the surrogate for the accuracy figures
     accuracy: bool = False
     technology: str | None = None
+    #: surrogate seeds (0..seeds-1) whose mean accuracy the configuration reports
+    seeds: int = 3
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {
@@ -75,13 +77,14 @@ class Configuration:
             d["schedule"] = {"gp_fraction": self.gp_fraction, "accuracy": self.accuracy}
         if self.technology:
             d["technology"] = self.technology
+        d["seeds"] = self.seeds
         return d
 
     @classmethod
     def from_dict(cls, d: dict, *, base: Path | None = None, where: str = "") -> "Configuration":
         pre = f"{where}." if where else ""
-        check_keys(d, {"workload", "training", "hardware", "reference", "schedule", "technology", "meta"},
-                   where or "configuration")
+        check_keys(d, {"workload", "training", "hardware", "reference", "schedule", "technology", "seeds",
+                       "meta"}, where or "configuration")
         for t in ("workload", "training", "hardware", "reference", "schedule", "meta"):
             if t in d and not isinstance(d[t], dict):
                 raise UsageError(f"{pre}{t}: expected a table")
@@ -103,11 +106,25 @@ class Configuration:
         if tech is not None and base is not None and not Path(tech).is_absolute():
             tech = str((base / tech).resolve())
         return cls(workload, training, hw["hardware"], hw["reference"], gpf,
-                   take(sched, "accuracy", bool, f"{pre}schedule", default=False), tech)
+                   take(sched, "accuracy", bool, f"{pre}schedule", default=False), tech,
+                   take(d, "seeds", int, where or "configuration", default=3, low=1, high=10))
 
 
 def load_configuration(path: str | Path) -> Configuration:
+    """Read a configuration from TOML (or JSON, as ``dse export --format json`` writes it)."""
     p = Path(path)
+    if p.suffix.lower() == ".json":
+        import json
+
+        try:
+            doc = json.loads(p.read_text())
+        except OSError as e:
+            raise UsageError(f"{p}: cannot be read ({e.strerror})") from None
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{p}: not valid JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise UsageError(f"{p}: expected one configuration (a JSON object)")
+        return Configuration.from_dict(doc, base=p.parent)
     return Configuration.from_dict(load_toml(p), base=p.parent)
 
 
@@ -221,13 +238,14 @@ def _geomean(xs: list[float]) -> float:
     return float(math.exp(np.mean(np.log(xs))))
 
 
-def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] = (0, 1, 2), progress=None) -> dict:
+def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None, progress=None) -> dict:
     """Every metric of ``cfg``: the surrogate (cached) for accuracy and GP fraction, then the hardware.
 
     Returns ``{"models": [...], "summary": {...}, "metrics": {...}, "surrogate": {...} | None}`` where
     ``metrics`` holds the study metrics (:data:`METRICS`).
     """
     sur = None
+    seeds = tuple(range(cfg.seeds)) if seeds is None else seeds
     if cfg.gp_fraction is None or cfg.accuracy:
         from models.surrogate import evaluate as run_surrogate
 

@@ -5,7 +5,10 @@ In a study file, each knob under ``[space.training]`` or ``[space.hardware]`` is
 * a fixed value: ``dataflow = "ws"``;
 * a list of choices: ``rows = [16, 32, 64]``;
 * a range: ``lr = { low = 0.01, high = 0.1, log = true }`` or ``warmup = { low = 0.05, high = 0.3, step = 0.05 }``
-  (integer when ``low`` and ``high`` are integers and ``step``, if given, is too).
+  (integer when ``low`` and ``high`` are integers and ``step``, if given, is too);
+* a bundle, a list of tables of fields that go together, under a name of its own:
+  ``predictor_unit = [{ pred_rows = 0, pred_cols = 0, pred_kb = 0.0 }, { pred_rows = 16, pred_cols = 16,
+  pred_kb = 48.0 }]`` (sampled as one categorical knob whose values name their fields).
 
 A knob's parameter name in the Optuna study is ``<section>.<field>`` (for example ``hardware.rows``).
 """
@@ -56,16 +59,35 @@ class Range:
         return [int(round(v)) for v in vals] if self.integer else [round(v, 12) for v in vals]
 
 
-Knob = Fixed | Choice | Range
+@dataclass(frozen=True)
+class Bundle:
+    """A choice among tables of fields that go together; Optuna sees each as a label ``a=1,b=2``."""
+
+    tables: tuple[tuple[tuple[str, Any], ...], ...]
+
+    def labels(self) -> list[str]:
+        return [",".join(f"{k}={v}" for k, v in t) for t in self.tables]
+
+    def values(self) -> list:
+        return self.labels()
+
+    def table(self, label: str) -> dict:
+        return dict(self.tables[self.labels().index(label)])
+
+
+Knob = Fixed | Choice | Range | Bundle
 
 
 def parse_knob(name: str, spec: Any) -> Knob:
     if isinstance(spec, list):
         if not spec:
             raise UsageError(f"{name}: an empty list of choices; give at least one value")
-        if any(isinstance(v, (dict, list)) for v in spec) and not all(isinstance(v, list) for v in spec):
-            raise UsageError(f"{name}: choices must be plain values (or all lists)")
-        return Choice(tuple(tuple(v) if isinstance(v, list) else v for v in spec))
+        if all(isinstance(v, dict) for v in spec):
+            return Bundle(tuple(tuple(sorted(v.items())) for v in spec))
+        if any(isinstance(v, (dict, list)) for v in spec):
+            raise UsageError(f"{name}: choices must be plain values (numbers, strings, booleans), or all "
+                             "tables (a bundle)")
+        return Choice(tuple(spec))
     if isinstance(spec, dict):
         allowed = {"low", "high", "log", "step"}
         unknown = sorted(set(spec) - allowed)
@@ -115,10 +137,13 @@ class Space:
             if not isinstance(table, dict):
                 raise UsageError(f"{where}.{section}: expected a table of knobs")
             for field, spec in table.items():
-                if field not in allowed[section]:
-                    raise UsageError(f"{where}.{section}.{field}: unknown knob; allowed: "
-                                     f"{', '.join(sorted(allowed[section]))}")
-                knobs.append((f"{section}.{field}", parse_knob(f"{where}.{section}.{field}", spec)))
+                knob = parse_knob(f"{where}.{section}.{field}", spec)
+                fields_ = {k for t in knob.tables for k, _ in t} if isinstance(knob, Bundle) else {field}
+                for f in sorted(fields_):
+                    if f not in allowed[section]:
+                        what = f"{where}.{section}.{field}" + (f".{f}" if isinstance(knob, Bundle) else "")
+                        raise UsageError(f"{what}: unknown knob; allowed: {', '.join(sorted(allowed[section]))}")
+                knobs.append((f"{section}.{field}", knob))
         return cls(tuple(knobs))
 
     def __iter__(self) -> Iterator[tuple[str, Knob]]:
@@ -140,5 +165,8 @@ class Space:
         for n, k in self.knobs:
             section, field = n.split(".", 1)
             v = k.value if isinstance(k, Fixed) else params[n]
-            out.setdefault(section, {})[field] = list(v) if isinstance(v, tuple) else v
+            if isinstance(k, Bundle):
+                out.setdefault(section, {}).update(k.table(v))
+            else:
+                out.setdefault(section, {})[field] = v
         return out

@@ -1,0 +1,131 @@
+"""``dse layer``: cost one GEMM or convolution on one accelerator configuration.
+
+The lead registers it with ``app.command("layer")(layer)``; the function is plain and typer-annotated.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from dse.errors import UsageError
+
+__all__ = ["layer"]
+
+#: Hardware field -> the command-line option that sets it (for error messages)
+_OPTION_OF = {
+    "rows": "--rows", "cols": "--cols", "dataflow": "--dataflow", "ifmap_kb": "--ifmap-kb",
+    "filter_kb": "--filter-kb", "ofmap_kb": "--ofmap-kb", "bandwidth_gbps": "--bandwidth",
+    "clock_ghz": "--clock-ghz",
+}
+
+
+def _gemm_shape(gemm, conv, stride) -> tuple[tuple[int, int, int], str]:
+    if (gemm is None) == (conv is None):
+        raise UsageError("--gemm/--conv: give exactly one of --gemm M K N or --conv H W C M R S")
+    if stride < 1:
+        raise UsageError(f"--stride: must be an integer >= 1, got {stride}")
+    if gemm is not None:
+        m, k, n = gemm
+        if min(gemm) < 1:
+            raise UsageError(f"--gemm: M K N must be integers >= 1, got {m} {k} {n}")
+        return (m, k, n), f"GEMM A[{m} x {k}] @ B[{k} x {n}]"
+    h, w, c, f, r, s = conv
+    if min(conv) < 1:
+        raise UsageError(f"--conv: H W C M R S must be integers >= 1, got {' '.join(map(str, conv))}")
+    if r > h or s > w:
+        raise UsageError(f"--conv: the filter ({r}x{s}) must fit the input ({h}x{w}); valid convolution, no padding")
+    p, q = (h - r) // stride + 1, (w - s) // stride + 1
+    desc = (f"conv {h}x{w}x{c} -> {f} filters {r}x{s} stride {stride}: output {p}x{q}; "
+            f"im2col GEMM M={p * q} K={r * s * c} N={f}")
+    return (p * q, r * s * c, f), desc
+
+
+def layer(
+    gemm: Annotated[Optional[tuple[int, int, int]], typer.Option(
+        "--gemm", metavar="M K N",
+        help="A GEMM A[M x K] @ B[K x N]: M output rows (e.g. batch*pixels), K the reduction, N output columns.")] = None,
+    conv: Annotated[Optional[tuple[int, int, int, int, int, int]], typer.Option(
+        "--conv", metavar="H W C M R S",
+        help="A valid (unpadded) convolution: input H x W with C channels, M filters of R x S; "
+             "costed as its im2col GEMM (P*Q, R*S*C, M).")] = None,
+    stride: Annotated[int, typer.Option("--stride", help="Convolution stride (output floor((H-R)/s)+1).")] = 1,
+    rows: Annotated[int, typer.Option("--rows", help="PE array rows.")] = 32,
+    cols: Annotated[int, typer.Option("--cols", help="PE array columns.")] = 32,
+    dataflow: Annotated[str, typer.Option(
+        "--dataflow", help="Dataflow: os (output stationary), ws (weight stationary) or is (input stationary).")] = "os",
+    ifmap_kb: Annotated[float, typer.Option("--ifmap-kb", help="Ifmap (A operand) SRAM in KiB, double-buffered.")] = 64.0,
+    filter_kb: Annotated[float, typer.Option("--filter-kb", help="Filter (B operand) SRAM in KiB, double-buffered.")] = 64.0,
+    ofmap_kb: Annotated[float, typer.Option("--ofmap-kb", help="Ofmap (output / partial sums) SRAM in KiB, double-buffered.")] = 64.0,
+    bandwidth: Annotated[float, typer.Option("--bandwidth", metavar="GBPS", help="DRAM bandwidth in GB/s.")] = 25.6,
+    clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="Accelerator clock in GHz.")] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")] = False,
+) -> None:
+    """Cost one GEMM or convolution on one systolic-array configuration: cycles, traffic, energy."""
+    from accel import Hardware, area_mm2, gemm_cost
+
+    (m, k, n), desc = _gemm_shape(gemm, conv, stride)
+    if dataflow not in ("os", "ws", "is"):
+        raise UsageError(f"--dataflow: must be one of os, ws, is; got {dataflow!r}")
+    try:
+        hw = Hardware(rows=rows, cols=cols, dataflow=dataflow, ifmap_kb=ifmap_kb, filter_kb=filter_kb,
+                      ofmap_kb=ofmap_kb, bandwidth_gbps=bandwidth, clock_ghz=clock_ghz)
+    except ValueError as exc:
+        msg = str(exc)
+        field = msg.split(":", 1)[0]
+        raise UsageError(f"{_OPTION_OF.get(field, field)}:{msg.split(':', 1)[1]}" if ":" in msg else msg) from None
+    r = gemm_cost([m], [k], [n], hw=hw)
+    one = lambda a: float(a[0])  # noqa: E731
+    result = {
+        "layer": desc,
+        "M": m, "K": k, "N": n,
+        "hardware": hw.to_dict(),
+        "macs": one(r.macs),
+        "compute_cycles": one(r.compute_cycles),
+        "stall_cycles": one(r.stall_cycles),
+        "total_cycles": one(r.total_cycles),
+        "utilization": one(r.utilization),
+        "time_s": one(r.time_s),
+        "sram_reads": {op: one(v) for op, v in r.sram_reads.items()},
+        "sram_writes": {op: one(v) for op, v in r.sram_writes.items()},
+        "dram_bytes": {op: one(v) for op, v in r.dram_bytes.items()},
+        "dram_read_bytes": one(r.dram_read_bytes),
+        "dram_write_bytes": one(r.dram_write_bytes),
+        "energy_pj": {c: one(v) for c, v in r.energy_pj.items()},
+        "area_mm2": float(area_mm2(hw)),
+    }
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{desc}[/bold]")
+    console.print(f"{rows}x{cols} {dataflow.upper()} array, SRAM {ifmap_kb:g}/{filter_kb:g}/{ofmap_kb:g} KiB, "
+                  f"DRAM {bandwidth:g} GB/s, {clock_ghz:g} GHz, area {result['area_mm2']:.3f} mm^2")
+    t = Table(title="time")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    for key in ("macs", "compute_cycles", "stall_cycles", "total_cycles"):
+        t.add_row(key.replace("_", " "), f"{result[key]:,.1f}")
+    t.add_row("utilization", f"{result['utilization']:.2%}")
+    t.add_row("time", f"{result['time_s'] * 1e6:,.3f} us")
+    console.print(t)
+    t = Table(title="memory accesses")
+    for c in ("operand", "SRAM reads (words)", "SRAM writes (words)", "DRAM bytes"):
+        t.add_column(c, justify="right" if c != "operand" else "left")
+    for op in ("ifmap", "filter", "ofmap"):
+        t.add_row(op, f"{result['sram_reads'][op]:,.0f}", f"{result['sram_writes'][op]:,.0f}",
+                  f"{result['dram_bytes'][op]:,.0f}")
+    console.print(t)
+    t = Table(title="energy")
+    t.add_column("component")
+    t.add_column("pJ", justify="right")
+    t.add_column("share", justify="right")
+    total = result["energy_pj"]["total"]
+    for c, v in result["energy_pj"].items():
+        t.add_row(c, f"{v:,.1f}", f"{v / total:.1%}" if total else "-")
+    console.print(t)

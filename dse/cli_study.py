@@ -1,0 +1,231 @@
+"""``dse run``, ``dse status``, ``dse pareto``, ``dse plot``, ``dse export``: studies from the command line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from dse.errors import UsageError
+
+STUDY_ARG = typer.Argument(..., help="Study file (TOML): workload, search space, objectives, constraints.")
+STORAGE_OPT = typer.Option(None, "--storage", envvar="DSE_STORAGE",
+                           help="Storage URL (sqlite:///FILE.db, postgresql://USER:PW@HOST/DB, "
+                                "journal:///FILE.log). Default: a SQLite file <name>.db beside the study file. "
+                                "Env: DSE_STORAGE.")
+
+
+def _load(study_file: Path):
+    from dse.studyfile import load_study
+
+    return load_study(study_file)
+
+
+def run(
+    study_file: Path = STUDY_ARG,
+    trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1,
+                                         help="Trial budget (finished trials), overriding [study] trials."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.0, help="Stop after this many seconds."),
+    sampler: Optional[str] = typer.Option(None, "--sampler",
+                                          help="nsga2, nsga3, tpe, random, qmc or grid, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Sampler seed, overriding the file."),
+    storage: Optional[str] = STORAGE_OPT,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Create or resume a study and run it to its trial budget.
+
+    Progress shows the finished trials, the Pareto front's size and its hypervolume. Ctrl-C (or SIGTERM)
+    stops cleanly: completed trials are kept, the running one is recorded as failed, and running the same
+    command again continues toward the budget. Exit code 130 after an interruption.
+    """
+    from dse.study import run as run_study
+
+    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed)
+    t0 = time.perf_counter()
+    if quiet:
+        res = run_study(spec, storage=storage, timeout=timeout)
+    else:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("front {task.fields[front]}  HV {task.fields[hv]}"), TimeElapsedColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task(spec.name, total=spec.trials, front=0, hv="-")
+
+            def progress(f):
+                bar.update(task, completed=f["finished"], total=f["budget"], front=f["front"],
+                           hv=f"{f['hypervolume']:.4g}")
+
+            res = run_study(spec, storage=storage, timeout=timeout, progress=progress)
+    dt = time.perf_counter() - t0
+    typer.echo(f"{spec.name}: {res['finished']}/{res['budget']} trials finished ({res['complete']} complete), "
+               f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
+               f"{res['storage']}")
+    if res["interrupted"]:
+        typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
+        raise typer.Exit(130)
+
+
+def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
+           json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Trials by state, the budget, the front's size and hypervolume, the storage (password masked)."""
+    from optuna.trial import TrialState
+
+    from dse.pareto import front, hypervolume
+    from dse.study import hv_reference, load_points, mask_url, open_study, storage_url
+
+    spec = _load(study_file)
+    study = open_study(spec, storage, create=False)
+    states = {s.name.lower(): 0 for s in TrialState}
+    for t in study.get_trials(deepcopy=False):
+        states[t.state.name.lower()] += 1
+    pts = load_points(study, spec)
+    out = {
+        "study": spec.name,
+        "storage": mask_url(storage_url(spec, storage)),
+        "budget": spec.trials,
+        "trials": states,
+        "feasible": sum(p.feasible for p in pts),
+        "front": len(front(pts, spec.directions)),
+        "hypervolume": hypervolume(pts, spec.directions, hv_reference(spec)),
+        "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
+        "constraints": [str(c) for c in spec.constraints],
+    }
+    if json_out:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for k, v in out.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a} {b}" for a, b in v.items() if b)
+        elif isinstance(v, list):
+            v = "; ".join(v) or "-"
+        typer.echo(f"{k:12s} {v}")
+
+
+def _front_rows(spec, pts) -> list[dict]:
+    rows = []
+    for p in pts:
+        r = {"trial": p.number}
+        r.update({m: p.metrics.get(m) for m in _metric_order(spec)})
+        r.update({k: v for k, v in p.params.items()})
+        rows.append(r)
+    return rows
+
+
+def _metric_order(spec) -> list[str]:
+    from dse.evaluate import METRICS
+
+    first = spec.metrics
+    return first + [m for m in METRICS if m not in first]
+
+
+def _emit(rows: list[dict], fmt: str) -> None:
+    from dse.cli import echo_table
+
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        typer.echo(buf.getvalue().rstrip("\n"))
+    else:
+        echo_table(rows, floatfmt="{:.4g}")
+
+
+FORMAT_CHOICES = ("table", "csv", "json")
+
+
+def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
+           fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+           ) -> None:
+    """The feasible Pareto-optimal trials with every metric and knob, best first in the first objective."""
+    from dse.pareto import front
+    from dse.study import load_points, open_study
+
+    if fmt not in FORMAT_CHOICES:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
+    spec = _load(study_file)
+    study = open_study(spec, storage, create=False)
+    f = front(load_points(study, spec), spec.directions)
+    sign = -1 if spec.directions[0] == "maximize" else 1
+    f.sort(key=lambda p: (sign * p.values[0], p.number))
+    _emit(_front_rows(spec, f), fmt)
+
+
+def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
+         out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                            help="Folder for the figures (default: <name>-plots beside the "
+                                                 "study file)."),
+         ) -> None:
+    """Seaborn figures, PNG and SVG: pairwise objective projections (front highlighted, infeasible trials
+    marked), hypervolume history, parameter importance per objective."""
+    from dse.plots import make_plots
+    from dse.study import open_study
+
+    spec = _load(study_file)
+    study = open_study(spec, storage, create=False)
+    folder = out or (study_file.resolve().parent / f"{spec.name}-plots")
+    files = make_plots(study, spec, folder)
+    for f in files:
+        typer.echo(str(f))
+
+
+EXPORT_FORMATS = ("toml", "json", "csv")
+
+
+def export(
+    study_file: Path = STUDY_ARG,
+    knee: bool = typer.Option(False, "--knee", help="The front's knee: closest to the ideal point after "
+                                                    "scaling each objective to [0, 1] over the front."),
+    best: Optional[str] = typer.Option(None, "--best", metavar="METRIC",
+                                       help="The feasible trial best in METRIC (its natural direction)."),
+    where: Optional[List[str]] = typer.Option(None, "--where", metavar="'METRIC<=X'",
+                                              help="With --best: a condition on another metric (repeatable)."),
+    all_front: bool = typer.Option(False, "--pareto", help="Every configuration on the front."),
+    fmt: str = typer.Option("toml", "--format", "-f", help="toml (what `dse evaluate` reads), json or csv."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="Output file (a folder for --pareto with toml: one file per "
+                                            "trial). Default: standard output."),
+    storage: Optional[str] = STORAGE_OPT,
+) -> None:
+    """Chosen configurations as files that `dse evaluate` accepts unchanged and reproduces exactly.
+
+    Default selection: --knee.
+    """
+    from dse.export import export_points, render
+    from dse.study import load_points, open_study
+
+    if fmt not in EXPORT_FORMATS:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if sum([knee, best is not None, all_front]) > 1:
+        raise UsageError("export: choose one of --knee, --best METRIC, --pareto")
+    if where and best is None:
+        raise UsageError("--where: only with --best METRIC")
+    spec = _load(study_file)
+    study = open_study(spec, storage, create=False)
+    pts = export_points(spec, load_points(study, spec), best=best, where=where or [], pareto=all_front)
+    if out is not None and all_front and fmt == "toml":
+        out.mkdir(parents=True, exist_ok=True)
+        for p in pts:
+            path = out / f"{spec.name}-trial{p.number}.toml"
+            path.write_text(render([p], "toml", spec))
+            typer.echo(str(path))
+        return
+    text = render(pts, fmt, spec)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        typer.echo(str(out))

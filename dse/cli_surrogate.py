@@ -1,0 +1,114 @@
+"""``dse surrogate``: run the training surrogate alone and print its phase timeline.
+
+The lead registers it with ``app.command("surrogate")(surrogate)``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dse.errors import UsageError
+
+__all__ = ["surrogate", "load_config"]
+
+
+def load_config(path: Optional[Path]):
+    """The ``[training]`` table of ``path`` as a SurrogateConfig (None: the committed default).
+    Raises UsageError with a one-line message naming the field and what is allowed."""
+    from models.surrogate import SurrogateConfig, load_training_table
+
+    if path is None:
+        return SurrogateConfig()
+    try:
+        return SurrogateConfig.from_dict(load_training_table(path))
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}" if not str(exc).startswith(str(path)) else str(exc)) from None
+
+
+def _fmt(x, spec=".1f"):
+    return "-" if x is None else format(x, spec)
+
+
+def surrogate(
+    config: Optional[Path] = typer.Argument(
+        None,
+        help="TOML file whose [training] table sets the surrogate's knobs (missing keys take the defaults). "
+        "Without it: the committed default ADA-GP setting (studies/surrogate-default.toml).",
+        show_default=False,
+    ),
+    seeds: int = typer.Option(3, "--seeds", help="Number of paired seeds (0..N-1) to train and average.", min=1),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print the result as JSON (accuracies in percent 0-100, differences in points, gp_fraction 0-1) "
+        "instead of tables.",
+    ),
+) -> None:
+    """Train the surrogate (scheme, its plain-BP reference and the null control, on paired seeds) and
+    print accuracy, accuracy drop, predictor gain, GP fraction and the phase timeline.
+
+    Results are cached by their knobs under $DSE_CACHE_DIR (default ~/.cache/dse)."""
+    cfg = load_config(config)
+    if seeds < 1:
+        raise UsageError(f"--seeds: an integer >= 1 (got {seeds})")
+    from models.surrogate import evaluate
+
+    if json_out:
+        res = evaluate(cfg, seeds=range(seeds))
+        sys.stdout.write(json.dumps(res.to_dict(), indent=2) + "\n")
+        return
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    console = Console()
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as progress:
+        task = progress.add_task("training", total=3 * seeds)
+
+        def tick(done, total, label):
+            progress.update(task, completed=done, description=label)
+
+        res = evaluate(cfg, seeds=range(seeds), progress=tick)
+    d = res.to_dict()
+
+    summary = Table(title=f"surrogate: {cfg.scheme} on {cfg.task} ({cfg.network}, {cfg.epochs} epochs), "
+                          f"seeds 0..{seeds - 1}" + (" [cached]" if d["cached"] else ""))
+    for col in ("metric", "mean", "std (over seeds)"):
+        summary.add_column(col, justify="right" if col != "metric" else "left")
+    rows = [
+        ("accuracy (%)", d["accuracy"], d["accuracy_std"]),
+        ("accuracy_bp (%)", d["accuracy_bp"], d["accuracy_bp_std"]),
+        ("accuracy_null (%)", d["accuracy_null"], d["accuracy_null_std"]),
+        ("accuracy_drop (points)", d["accuracy_drop"], d["accuracy_drop_std"]),
+        ("predictor_gain (points)", d["predictor_gain"], d["predictor_gain_std"]),
+        ("gp_fraction (0-1)", d["gp_fraction"], d["gp_fraction_std"]),
+    ]
+    for name, m, s in rows:
+        spec = ".3f" if "fraction" in name else ".2f"
+        summary.add_row(name, format(m, spec), format(s, spec))
+    summary.add_row("predictor cos / relerr", f"{_fmt(d['cos'], '.3f')} / {_fmt(d['relerr'], '.3f')}", "")
+    summary.add_row("predictor params", str(d["predictor_params"]), "")
+    summary.add_row("training wall time (s)", f"{d['compute_s']:.2f}", "")
+    console.print(summary)
+
+    tl = Table(title=f"phase timeline, seed {d['seeds'][0]} (warm-up {d['warmup_steps']} of {d['steps']} steps)")
+    for col in ("epoch", "GP steps", "post-warm-up", "cos", "relerr", "loss", "test acc (%)"):
+        tl.add_column(col, justify="right")
+    for e in d["timeline"]:
+        tl.add_row(str(e["epoch"]), str(e["gp_steps"]), str(e["post_warmup_steps"]), _fmt(e["cos"], ".3f"),
+                   _fmt(e["relerr"], ".3f"), _fmt(e["loss"], ".3f"), _fmt(e["test_accuracy"]))
+    console.print(tl)
+    phases = d["per_seed"][0]["phases"]
+    lens = [n for k, n in phases if k == "gp"]
+    if lens:
+        console.print(f"GP phases: {len(lens)}, length min/mean/max {min(lens)}/{sum(lens) / len(lens):.1f}/"
+                      f"{max(lens)}; first phases: " + " ".join(f"{k}{n}" for k, n in phases[:12]))

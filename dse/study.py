@@ -1,0 +1,306 @@
+"""Running a study with Optuna: storage, sampler, objective, budget, progress, and reading results back.
+
+The Python API (the CLI is a thin layer over it)::
+
+    from dse.studyfile import load_study
+    from dse.study import run, load_points
+    spec = load_study("studies/quickstart.toml")
+    run(spec)                                  # creates or resumes; stops at spec.trials finished trials
+    points = load_points(spec)                 # every complete trial as plain data
+
+Storage: a SQLite file beside the study file (``<name>.db``) unless a URL is given (``--storage`` or the
+``DSE_STORAGE`` environment variable): ``sqlite:///path.db``, ``postgresql://user:pw@host/db`` (Optuna's
+RDB storage) or ``journal:///path.log`` (Optuna's journal file, for several processes on one machine).
+
+Every trial records as user attributes: ``metrics`` (all of them, not only the objectives), ``models`` (the
+per-model breakdown), ``surrogate`` (the training surrogate's figures), ``config`` (the full configuration,
+what ``dse export`` writes), and ``fail_reason`` for a failed trial. Constraints go through Optuna 5's
+``Trial.set_constraint``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from dse.errors import UsageError
+from dse.evaluate import METRICS, Configuration, evaluate, evaluate_hardware
+from dse.pareto import Point, front, hypervolume
+from dse.space import Bundle, Choice, Range
+from dse.studyfile import DEFAULT_HV_REFERENCE, StudySpec, spec_from_dict
+
+__all__ = ["run", "open_study", "load_points", "storage_url", "mask_url", "hv_reference", "TrialFailed",
+           "RunResult", "FINISHED"]
+
+#: trial states that count toward the budget
+FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+_ACCURACY_METRICS = {"accuracy", "accuracy_drop", "predictor_gain"}
+
+
+class TrialFailed(Exception):
+    """A trial that cannot be evaluated (an impossible configuration); recorded as FAIL with its reason."""
+
+
+def mask_url(url: str) -> str:
+    """A storage URL with its password replaced by ***."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+def storage_url(spec: StudySpec, storage: str | None = None) -> str:
+    url = storage or os.environ.get("DSE_STORAGE")
+    if url:
+        return url
+    folder = spec.path.parent if spec.path is not None else Path.cwd()
+    return f"sqlite:///{folder / (spec.name + '.db')}"
+
+
+def _storage(url: str, *, heartbeat: int | None = None):
+    try:
+        if url.startswith("journal:///"):
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+            path = url[len("journal:///") - 1:] if url.startswith("journal:////") else url[len("journal://"):]
+            return JournalStorage(JournalFileBackend(path))
+        if not re.match(r"^(sqlite|postgresql|postgresql\+\w+|mysql|mysql\+\w+)://", url):
+            raise UsageError(f"--storage: {mask_url(url)!r} is not a storage URL; use sqlite:///FILE.db, "
+                             "postgresql://USER:PASSWORD@HOST/DB or journal:///FILE.log")
+        kwargs: dict[str, Any] = {}
+        if heartbeat:
+            kwargs = dict(heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+                          heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                              max_retry=3))
+        engine_kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else None
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+    except UsageError:
+        raise
+    except Exception as e:  # sqlalchemy / driver errors: unreachable server, corrupt file, missing driver
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = mask_url(reason)
+        hint = ""
+        if "file is not a database" in reason or "malformed" in reason:
+            hint = " (the SQLite file is corrupt or not a database: move it away to start afresh)"
+        elif "psycopg" in reason or "No module named" in reason:
+            hint = " (PostgreSQL needs the driver: pip install 'dse[postgres]')"
+        raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}{hint}") from None
+
+
+def _sampler(spec: StudySpec, seed: int):
+    s = spec.sampler
+    if s == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=spec.population or 20)
+    if s == "nsga3":
+        return optuna.samplers.NSGAIIISampler(seed=seed, population_size=spec.population or 20)
+    if s == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    if s == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if s == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
+    if s == "grid":
+        return optuna.samplers.GridSampler(spec.space.grid(), seed=seed)
+    raise UsageError(f"sampler: {s!r} unknown")
+
+
+def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = True, seed: int | None = None,
+               heartbeat: int | None = None) -> optuna.Study:
+    """Create or load the study ``spec.name`` in its storage (the spec is stored with it)."""
+    url = storage_url(spec, storage)
+    st = _storage(url, heartbeat=heartbeat)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        if create:
+            study = optuna.create_study(storage=st, study_name=spec.name, directions=spec.directions,
+                                        load_if_exists=True, sampler=_sampler(spec, spec.seed if seed is None else seed))
+        else:
+            study = optuna.load_study(storage=st, study_name=spec.name,
+                                      sampler=_sampler(spec, spec.seed if seed is None else seed))
+    except KeyError:
+        raise UsageError(f"study {spec.name!r} is not in {mask_url(url)}; run `dse run` first") from None
+    except ValueError as e:
+        raise UsageError(f"study {spec.name!r} in {mask_url(url)}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - storage errors surface on first use
+        reason = mask_url(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}") from None
+    stored = [d.name.lower() for d in study.directions]
+    if stored != spec.directions:
+        raise UsageError(f"study {spec.name!r} in {mask_url(url)} has objectives directed {stored}, the file "
+                         f"says {spec.directions}; use another [study] name for a different search")
+    if create and "dse_spec" not in study.user_attrs:
+        study.set_user_attr("dse_spec", spec.raw)
+        study.set_user_attr("dse_objectives", spec.metrics)
+    return study
+
+
+def hv_reference(spec: StudySpec) -> list[float]:
+    """The hypervolume reference point, in objective order (see :mod:`dse.pareto`)."""
+    ref = []
+    base = None
+    for o in spec.objectives:
+        if o.metric in spec.hv_reference:
+            ref.append(spec.hv_reference[o.metric])
+        elif o.metric in DEFAULT_HV_REFERENCE:
+            ref.append(DEFAULT_HV_REFERENCE[o.metric])
+        else:
+            if base is None:
+                # the reference accelerator running plain BP: its energy, area and power, doubled
+                cfg = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(
+                    scheme="bp"))
+                s = evaluate_hardware(cfg, 0.0)["summary"]
+                base = {"energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
+            ref.append(2.0 * base[o.metric])
+    return ref
+
+
+def _suggest(trial: optuna.Trial, name: str, knob) -> Any:
+    if isinstance(knob, Choice):
+        return trial.suggest_categorical(name, list(knob.choices))
+    if isinstance(knob, Bundle):
+        return trial.suggest_categorical(name, knob.labels())
+    assert isinstance(knob, Range)
+    if knob.integer:
+        return trial.suggest_int(name, int(knob.low), int(knob.high), step=int(knob.step or 1), log=knob.log)
+    return trial.suggest_float(name, knob.low, knob.high, step=knob.step, log=knob.log)
+
+
+def _objective(spec: StudySpec) -> Callable[[optuna.Trial], list[float]]:
+    needs_accuracy = bool(_ACCURACY_METRICS & ({o.metric for o in spec.objectives}
+                                                | {c.metric for c in spec.constraints}))
+
+    def objective(trial: optuna.Trial) -> list[float]:
+        params = {name: _suggest(trial, name, knob) for name, knob in spec.space.searched()}
+        try:
+            cfg = spec.configuration(params)
+        except ValueError as e:
+            reason = f"impossible configuration: {e}"
+            trial.set_user_attr("fail_reason", reason)
+            raise TrialFailed(reason) from None
+        cfg = replace(cfg, seeds=spec.seeds)
+        if needs_accuracy and cfg.gp_fraction is not None:
+            cfg = replace(cfg, accuracy=True)
+        out = evaluate(cfg)
+        metrics = out["metrics"]
+        missing = [m for m in spec.metrics if m not in metrics]
+        if missing:
+            reason = f"metric {missing[0]} was not computed"
+            trial.set_user_attr("fail_reason", reason)
+            raise TrialFailed(reason)
+        trial.set_user_attr("metrics", metrics)
+        trial.set_user_attr("models", [{k: r[k] for k in ("model", "speedup", "speedup_same_hw", "energy_j",
+                                                            "energy_saving", "step_ms_adagp_bp", "step_ms_gp")}
+                                       for r in out["models"]])
+        if out["surrogate"] is not None:
+            trial.set_user_attr("surrogate", {k: v for k, v in out["surrogate"].items()
+                                              if isinstance(v, (int, float, str, bool))})
+        trial.set_user_attr("config", cfg.to_dict())
+        for c in spec.constraints:
+            trial.set_constraint(str(c), c.violation(metrics[c.metric]))
+        return [metrics[m] for m in spec.metrics]
+
+    return objective
+
+
+def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
+    pts = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if t.values is None:
+            continue
+        feasible = all(v <= 0 for v in t.constraints.values())
+        pts.append(Point(number=t.number, values=tuple(float(v) for v in t.values),
+                         metrics=dict(t.user_attrs.get("metrics", {})), params=dict(t.params),
+                         feasible=feasible, config=dict(t.user_attrs.get("config", {}))))
+    return pts
+
+
+def spec_from_study(study: optuna.Study) -> StudySpec:
+    raw = study.user_attrs.get("dse_spec")
+    if raw is None:
+        raise UsageError(f"study {study.study_name!r} was not created by dse (no stored study file)")
+    return spec_from_dict(raw)
+
+
+class RunResult(dict):
+    """Figures of a run: finished and complete trial counts, front size, hypervolume, interrupted."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops a run like Ctrl-C: the running trial is recorded as failed, completed ones are kept."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not in the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _finished(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def _fail_stale(study: optuna.Study) -> int:
+    """Mark RUNNING trials left by a killed single-process run as FAIL (only without heartbeats)."""
+    n = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study._storage.set_trial_user_attr(t._trial_id, "fail_reason", "interrupted: the run that owned it "
+                                                                         "stopped without finishing it")
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        n += 1
+    return n
+
+
+def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
+        progress: Callable[[dict], None] | None = None, worker: int = 0, heartbeat: int | None = None,
+        fail_stale: bool = True) -> RunResult:
+    """Run (or resume) ``spec`` until ``trials`` (default ``spec.trials``) trials have finished.
+
+    ``progress(figures)`` is called after each trial with ``finished``, ``budget``, ``front``,
+    ``hypervolume``, ``last`` (the trial's number and state). The sampler's seed for a (re)started run is
+    ``spec.seed + 1000 * worker + finished-so-far``: deterministic for a given history, and a resumed run
+    does not replay the first run's samples.
+    """
+    budget = trials or spec.trials
+    probe = open_study(spec, storage, create=True, heartbeat=heartbeat)
+    if fail_stale and heartbeat is None and worker == 0:
+        _fail_stale(probe)
+    done = _finished(probe)
+    study = open_study(spec, storage, create=True, seed=spec.seed + 1000 * worker + done, heartbeat=heartbeat)
+    ref = hv_reference(spec)
+    interrupted = False
+
+    def callback(st: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        n = _finished(st)
+        if n >= budget:
+            st.stop()
+        if progress is not None:
+            pts = load_points(st, spec)
+            progress({"finished": n, "budget": budget, "front": len(front(pts, spec.directions)),
+                      "hypervolume": hypervolume(pts, spec.directions, ref),
+                      "last": (trial.number, trial.state.name)})
+
+    remaining = budget - done
+    if remaining > 0:
+        try:
+            with _sigterm_as_interrupt():
+                study.optimize(_objective(spec), n_trials=remaining, timeout=timeout, catch=(TrialFailed,),
+                               callbacks=[callback], gc_after_trial=False)
+        except KeyboardInterrupt:
+            interrupted = True
+    pts = load_points(study, spec)
+    return RunResult(finished=_finished(study), budget=budget, complete=len(pts),
+                     front=len(front(pts, spec.directions)),
+                     hypervolume=hypervolume(pts, spec.directions, ref), interrupted=interrupted,
+                     storage=mask_url(storage_url(spec, storage)))

@@ -1,0 +1,279 @@
+"""Study files: what to search, for what, under which constraints (TOML, validated on load).
+
+```toml
+[study]
+name = "quickstart"         # the study's name in its storage
+sampler = "nsga2"           # nsga2 (default), nsga3, tpe, random, qmc, grid
+seed = 0
+trials = 60                 # the budget: finished trials (complete or failed) the study runs to
+seeds = 1                   # surrogate seeds per training configuration (accuracy is their mean)
+population = 16             # NSGA-II/III population size (optional)
+
+[workload]   ...            # dse.workload.Workload
+[training]   ...            # base training knobs (models.surrogate.SurrogateConfig); [space.training] varies them
+[hardware]   ...            # base candidate accelerator (accel.Hardware); [space.hardware] varies it
+[reference]  ...            # the plain-BP baseline accelerator
+technology = "tech.toml"    # optional technology table
+
+[space.training]            # knobs: a fixed value, a list of choices, or {low, high, log, step}
+pred_width = [16, 64]
+[space.hardware]
+rows = [32, 64, 128]
+
+[[objectives]]              # 2 to 4
+metric = "accuracy_drop"    # direction defaults to the metric's natural one
+[[objectives]]
+metric = "speedup"
+
+[[constraints]]             # feasible when every bound holds (Optuna's Trial.set_constraint)
+metric = "area_mm2"
+max = 150.0
+
+[hypervolume]               # reference point, per objective (defaults: see DEFAULT_HV_REFERENCE)
+speedup = 1.0
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from accel.hardware import FIELDS as HARDWARE_FIELDS
+from accel import Hardware
+from dse.errors import UsageError
+from dse.evaluate import METRICS, Configuration
+from dse.schema import check_keys, load_toml, take
+from dse.space import Bundle, Choice, Fixed, Range, Space
+from models.surrogate import SurrogateConfig
+
+__all__ = ["StudySpec", "Objective", "Constraint", "load_study", "SAMPLERS", "DIRECTIONS",
+           "DEFAULT_HV_REFERENCE"]
+
+SAMPLERS = ("nsga2", "nsga3", "tpe", "random", "qmc", "grid")
+STRATEGIES = ("joint",)
+
+#: each metric's natural direction
+DIRECTIONS = {
+    "accuracy": "maximize",
+    "accuracy_drop": "minimize",
+    "predictor_gain": "maximize",
+    "gp_fraction": "maximize",
+    "speedup": "maximize",
+    "speedup_same_hw": "maximize",
+    "energy_j": "minimize",
+    "energy_saving": "maximize",
+    "area_mm2": "minimize",
+    "power_w": "minimize",
+}
+
+#: Default hypervolume reference point: a point every useful configuration dominates. Accuracy figures:
+#: accuracy 0%, accuracy_drop 10 points, predictor_gain 0 points; speed-ups 1.0 (no faster than the
+#: baseline); energy_saving 0 and gp_fraction 0; energy_j, area_mm2 and power_w: twice the reference
+#: accelerator's plain-BP figure (computed by the study from its workload and reference).
+DEFAULT_HV_REFERENCE = {
+    "accuracy": 0.0,
+    "accuracy_drop": 10.0,
+    "predictor_gain": 0.0,
+    "gp_fraction": 0.0,
+    "speedup": 1.0,
+    "speedup_same_hw": 1.0,
+    "energy_saving": 0.0,
+}
+_RELATIVE_HV = ("energy_j", "area_mm2", "power_w")
+
+_TRAINING_FIELDS = {f.name for f in fields(SurrogateConfig)}
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: str
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    def violation(self, value: float) -> float:
+        """Optuna's convention: <= 0 when satisfied, the amount of violation otherwise."""
+        v = float("-inf")
+        if self.max is not None:
+            v = max(v, value - self.max)
+        if self.min is not None:
+            v = max(v, self.min - value)
+        return v
+
+    def __str__(self) -> str:
+        parts = []
+        if self.min is not None:
+            parts.append(f"{self.metric} >= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"{self.metric} <= {self.max:g}")
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    base: Configuration
+    space: Space
+    objectives: tuple[Objective, ...]
+    constraints: tuple[Constraint, ...] = ()
+    sampler: str = "nsga2"
+    seed: int = 0
+    trials: int = 50
+    seeds: int = 1
+    population: int | None = None
+    strategy: str = "joint"
+    hv_reference: dict = field(default_factory=dict)
+    #: the file it was read from (None when built in code)
+    path: Path | None = None
+    #: the raw TOML document (stored with the study so that workers and exports need only the storage)
+    raw: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objectives]
+
+    @property
+    def metrics(self) -> list[str]:
+        return [o.metric for o in self.objectives]
+
+    def configuration(self, params: dict[str, Any]) -> Configuration:
+        """The configuration a trial's sampled parameters describe (ValueError if it is impossible)."""
+        parts = self.space.split(params)
+        training = self.base.training.to_dict()
+        training.update(parts.get("training", {}))
+        hardware = self.base.hardware.to_dict()
+        hardware.update(parts.get("hardware", {}))
+        return replace(self.base, training=SurrogateConfig.from_dict(training),
+                       hardware=Hardware.from_dict(hardware))
+
+    def with_overrides(self, **kw) -> "StudySpec":
+        kw = {k: v for k, v in kw.items() if v is not None}
+        if "sampler" in kw and kw["sampler"] not in SAMPLERS:
+            raise UsageError(f"--sampler: {kw['sampler']!r} is not a sampler; choose one of {', '.join(SAMPLERS)}")
+        if "trials" in kw and kw["trials"] < 1:
+            raise UsageError(f"--trials: must be >= 1, got {kw['trials']}")
+        spec = replace(self, **kw)
+        if spec.sampler == "grid":
+            _check_grid(spec.space)
+        return spec
+
+
+def _check_grid(space: Space) -> None:
+    for n, k in space.searched():
+        if isinstance(k, Range) and k.step is None and not (k.integer and not k.log):
+            raise UsageError(f"space.{n}: the grid sampler needs finite knobs; give this range a step or "
+                             "use a list of choices")
+
+
+def _check_values(space: Space, base: Configuration) -> None:
+    """Every value a knob can take must be valid on its own (combinations are checked per trial)."""
+    for name, knob in space:
+        section, fld = name.split(".", 1)
+        if isinstance(knob, Fixed):
+            values = [{fld: knob.value}]
+        elif isinstance(knob, Choice):
+            values = [{fld: v} for v in knob.choices]
+        elif isinstance(knob, Bundle):
+            values = [dict(t) for t in knob.tables]
+        else:
+            values = [{fld: knob.low}, {fld: knob.high}]
+        for v in values:
+            try:
+                if section == "training":
+                    SurrogateConfig.from_dict({**base.training.to_dict(), **v})
+                else:
+                    Hardware.from_dict({**base.hardware.to_dict(), **v})
+            except (ValueError, TypeError) as e:
+                shown = next(iter(v.values())) if len(v) == 1 else v
+                raise UsageError(f"space.{name}: value {shown!r} is not allowed: {e}") from None
+
+
+def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
+    top = {"study", "workload", "training", "hardware", "reference", "technology", "space", "objectives",
+           "constraints", "hypervolume"}
+    check_keys(doc, top, "study file")
+    st = doc.get("study", {})
+    if not isinstance(st, dict):
+        raise UsageError("study: expected a table")
+    check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy"}, "study")
+    default_name = path.stem if path is not None else "study"
+    name = take(st, "name", str, "study", default=default_name)
+    base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
+                                                         "technology") if k in doc},
+                                   base=path.parent if path else None)
+    space_doc = doc.get("space", {})
+    if not isinstance(space_doc, dict):
+        raise UsageError("space: expected tables [space.training] and/or [space.hardware]")
+    space = Space.from_tables(space_doc, {"training": _TRAINING_FIELDS, "hardware": set(HARDWARE_FIELDS)})
+    _check_values(space, base)
+    objs = doc.get("objectives")
+    if not isinstance(objs, list) or not 2 <= len(objs) <= 4:
+        raise UsageError("objectives: give 2 to 4 [[objectives]] tables, each with a metric "
+                         f"({', '.join(METRICS)})")
+    objectives = []
+    for i, o in enumerate(objs):
+        where = f"objectives[{i}]"
+        if not isinstance(o, dict):
+            raise UsageError(f"{where}: expected a table with metric and optional direction")
+        check_keys(o, {"metric", "direction"}, where)
+        m = take(o, "metric", str, where, choices=tuple(METRICS))
+        d = take(o, "direction", str, where, default=DIRECTIONS[m], choices=("minimize", "maximize"))
+        objectives.append(Objective(m, d))
+    if len({o.metric for o in objectives}) != len(objectives):
+        raise UsageError("objectives: a metric appears twice")
+    constraints = []
+    cons = doc.get("constraints", [])
+    if not isinstance(cons, list):
+        raise UsageError("constraints: give [[constraints]] tables, each with a metric and max and/or min")
+    for i, c in enumerate(cons):
+        where = f"constraints[{i}]"
+        if not isinstance(c, dict):
+            raise UsageError(f"{where}: expected a table with metric and max and/or min")
+        check_keys(c, {"metric", "max", "min"}, where)
+        m = take(c, "metric", str, where, choices=tuple(METRICS))
+        hi = take(c, "max", float, where, default=None)
+        lo = take(c, "min", float, where, default=None)
+        if hi is None and lo is None:
+            raise UsageError(f"{where}: give max and/or min for {m}")
+        if hi is not None and lo is not None and lo > hi:
+            raise UsageError(f"{where}: min {lo} > max {hi}")
+        constraints.append(Constraint(m, hi, lo))
+    hv = doc.get("hypervolume", {})
+    if not isinstance(hv, dict):
+        raise UsageError("hypervolume: expected a table of reference values per objective metric")
+    check_keys(hv, {o.metric for o in objectives}, "hypervolume")
+    hv_ref = {k: take(hv, k, float, "hypervolume") for k in hv}
+    sampler = take(st, "sampler", str, "study", default="nsga2", choices=SAMPLERS)
+    spec = StudySpec(
+        name=name,
+        base=base,
+        space=space,
+        objectives=tuple(objectives),
+        constraints=tuple(constraints),
+        sampler=sampler,
+        seed=take(st, "seed", int, "study", default=0, low=0),
+        trials=take(st, "trials", int, "study", default=50, low=1),
+        seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
+        population=take(st, "population", int, "study", default=None, low=2),
+        strategy=take(st, "strategy", str, "study", default="joint", choices=STRATEGIES),
+        hv_reference=hv_ref,
+        path=path,
+        raw=doc,
+    )
+    if sampler == "grid":
+        _check_grid(space)
+    if not space.searched():
+        raise UsageError("space: no knob is searched; give at least one knob a list of choices or a range")
+    return spec
+
+
+def load_study(path: str | Path) -> StudySpec:
+    p = Path(path)
+    return spec_from_dict(load_toml(p), path=p.resolve())
