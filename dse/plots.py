@@ -108,7 +108,7 @@ def make_plots(study: optuna.Study, spec: StudySpec, folder: Path) -> list[Path]
             rows += [{"objective": m, "knob": k, "importance": v} for k, v in imp.items()]
         if rows:
             d = pd.DataFrame(rows)
-            fig, ax = plt.subplots(figsize=(7.0, 0.45 * len(set(d.knob)) * len(spec.metrics) / 1.5 + 1.5))
+            fig, ax = plt.subplots(figsize=(7.0, 0.22 * len(set(d.knob)) * len(spec.metrics) + 1.5))
             sns.barplot(data=d, y="knob", x="importance", hue="objective", ax=ax, orient="h")
             ax.set_xlabel("importance (fANOVA share of the objective's variance, 0-1)")
             ax.set_ylabel("knob")

@@ -1,0 +1,123 @@
+"""Studies end to end on a tiny, fast study: resume, determinism, constraints, export round trip."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import optuna
+import pytest
+
+from dse.cli import main
+from dse.evaluate import evaluate, load_configuration
+from dse.pareto import front
+from dse.study import load_points, open_study, run
+from dse.studyfile import load_study
+
+
+def _cli(*args, capsys=None):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    return e.value.code
+
+
+def test_run_reaches_the_budget_and_records_every_metric(study_file):
+    spec = load_study(study_file)
+    res = run(spec)
+    assert res["finished"] == spec.trials and not res["interrupted"]
+    study = open_study(spec, create=False)
+    trials = study.get_trials()
+    assert len(trials) == spec.trials
+    assert (study_file.parent / "tiny.db").exists()  # SQLite beside the study file
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert done
+    for t in done:
+        m = t.user_attrs["metrics"]
+        assert {"accuracy", "accuracy_drop", "predictor_gain", "speedup", "energy_j", "energy_saving",
+                "area_mm2", "power_w", "gp_fraction"} <= set(m)
+        assert t.user_attrs["models"][0]["model"] == "resnet18"
+        assert "accuracy_bp" in t.user_attrs["surrogate"]
+        assert list(t.constraints) == ["area_mm2 <= 4"]
+        assert t.values == [m["accuracy_drop"], m["speedup"], m["area_mm2"]]
+
+
+def test_resume_adds_exactly_the_missing_trials(study_file):
+    spec = load_study(study_file)
+    run(spec, trials=5)
+    study = open_study(spec, create=False)
+    assert len(study.get_trials()) == 5
+    first = {t.number: t.params for t in study.get_trials()}
+    run(spec)  # to the file's budget, 12
+    trials = open_study(spec, create=False).get_trials()
+    assert len(trials) == 12
+    assert sorted(t.number for t in trials) == list(range(12))
+    assert {t.number: t.params for t in trials if t.number < 5} == first
+    run(spec)  # nothing left to do
+    assert len(open_study(spec, create=False).get_trials()) == 12
+
+
+def test_same_file_and_seed_give_the_same_front(study_file, tmp_path):
+    other = tmp_path / "copy"
+    other.mkdir()
+    copy = other / "tiny.toml"
+    copy.write_text(study_file.read_text())
+    fronts = []
+    for f in (study_file, copy):
+        spec = load_study(f)
+        run(spec)
+        pts = load_points(open_study(spec, create=False), spec)
+        fronts.append(sorted((p.number, p.values, tuple(sorted(p.params.items()))) for p in
+                             front(pts, spec.directions)))
+    assert fronts[0] == fronts[1] and fronts[0]
+
+
+def test_infeasible_trials_never_reach_pareto_or_export(study_file, capsys):
+    spec = load_study(study_file)
+    run(spec)
+    pts = load_points(open_study(spec, create=False), spec)
+    infeasible = {p.number for p in pts if not p.feasible}
+    assert infeasible, "the area budget should rule some configurations out"
+    assert _cli("pareto", str(study_file), "--format", "json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and not infeasible & {r["trial"] for r in rows}
+    assert all(r["area_mm2"] <= 4.0 for r in rows)
+    assert _cli("export", str(study_file), "--pareto", "--format", "json") == 0
+    docs = json.loads(capsys.readouterr().out)
+    docs = docs if isinstance(docs, list) else [docs]
+    assert not infeasible & {d["meta"]["trial"] for d in docs}
+    # --best with a condition picks among feasible trials only
+    assert _cli("export", str(study_file), "--best", "speedup", "--where", "accuracy_drop<=100",
+                "--format", "json") == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["meta"]["trial"] not in infeasible
+    best = max((p for p in pts if p.feasible), key=lambda p: (p.metrics["speedup"], -p.number))
+    assert d["meta"]["trial"] == best.number
+
+
+def test_export_evaluate_round_trip(study_file, tmp_path, capsys):
+    spec = load_study(study_file)
+    run(spec)
+    out = tmp_path / "knee.toml"
+    assert _cli("export", str(study_file), "--knee", "--out", str(out)) == 0
+    capsys.readouterr()
+    doc = tomllib.loads(out.read_text())
+    cfg = load_configuration(out)
+    again = evaluate(cfg)["metrics"]
+    assert again == doc["meta"]["metrics"]  # every metric, to the last digit
+    # and through the command line, in JSON
+    assert _cli("evaluate", str(out), "--json") == 0
+    printed = json.loads(capsys.readouterr().out)["metrics"]
+    assert printed == doc["meta"]["metrics"]
+
+
+def test_status_and_plots(study_file, tmp_path, capsys):
+    spec = load_study(study_file)
+    run(spec)
+    assert _cli("status", str(study_file), "--json") == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["trials"]["complete"] + st["trials"]["fail"] == 12 and st["front"] >= 1
+    outdir = tmp_path / "plots"
+    assert _cli("plot", str(study_file), "--out", str(outdir)) == 0
+    names = {p.name for p in outdir.iterdir()}
+    assert {"objectives.png", "objectives.svg", "hypervolume.png", "hypervolume.svg"} <= names
+    assert (outdir / "objectives.png").stat().st_size > 10_000
