@@ -37,7 +37,7 @@ def _fmt(x, spec=".1f"):
 def surrogate(
     config: Optional[Path] = typer.Argument(
         None,
-        help="TOML file whose [training] table sets the surrogate's knobs (missing keys take the defaults). "
+        help="TOML file whose \\[training] table sets the surrogate's knobs (missing keys take the defaults). "
         "Without it: the committed default ADA-GP setting (studies/surrogate-default.toml).",
         show_default=False,
     ),
@@ -97,7 +97,7 @@ def surrogate(
         summary.add_row(name, format(m, spec), format(s, spec))
     summary.add_row("predictor cos / relerr", f"{_fmt(d['cos'], '.3f')} / {_fmt(d['relerr'], '.3f')}", "")
     summary.add_row("predictor params", str(d["predictor_params"]), "")
-    summary.add_row("training wall time (s)", f"{d['compute_s']:.2f}", "")
+    summary.add_row("training time of the runs (s, as recorded)", f"{d['compute_s']:.2f}", "")
     console.print(summary)
 
     tl = Table(title=f"phase timeline, seed {d['seeds'][0]} (warm-up {d['warmup_steps']} of {d['steps']} steps)")

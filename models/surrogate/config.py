@@ -1,0 +1,248 @@
+"""The surrogate's configuration: one frozen dataclass of plain data, validated on construction.
+
+Its defaults ARE the committed default ADA-GP setting (``studies/surrogate-default.toml`` holds the same
+values as a ``[training]`` table). Every knob a search would vary is an integer, a boolean, a choice, or a
+float that is meant to be drawn from a short grid (see ``docs/surrogate.md``): continuous knobs make every
+trial a new training run and defeat the cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["SurrogateConfig", "TASKS", "NETWORKS", "SCHEMES", "load_training_table"]
+
+TASKS = ("mnist1d", "digits")
+NETWORKS = ("cnn", "cnn_pool", "mlp")
+SCHEMES = ("adagp", "null", "dni", "bp")
+
+#: Knobs that change the plain-BP reference run (the BP cache key uses only these).
+BP_KNOBS = ("task", "network", "width", "epochs", "batch_size", "lr", "lr_decay", "momentum")
+
+
+def _int(lo: int, hi: int):
+    return ("int", lo, hi)
+
+
+def _float(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False):
+    return ("float", lo, hi, lo_open, hi_open)
+
+
+def _choice(*values: str):
+    return ("choice", values)
+
+
+_BOOL = ("bool",)
+
+#: field -> rule; the single source of the allowed ranges (used by validation and by the docs' table).
+RULES: dict[str, tuple] = {
+    # task and network
+    "task": _choice(*TASKS),
+    "network": _choice(*NETWORKS),
+    "width": _int(2, 256),
+    "epochs": _int(1, 200),
+    "batch_size": _int(1, 1024),
+    "lr": _float(0.0, 10.0, lo_open=True),
+    "lr_decay": _BOOL,
+    "momentum": _float(0.0, 1.0, hi_open=True),
+    # scheme
+    "scheme": _choice(*SCHEMES),
+    "true_output_grad": _BOOL,
+    "agent": _BOOL,
+    # predictor
+    "pred_input": _int(1, 64),
+    "pred_hidden_layers": _int(0, 4),
+    "pred_width": _int(1, 1024),
+    "pred_head": _int(0, 4096),
+    "pred_layer_code": _BOOL,
+    "pred_lr": _float(0.0, 1.0, lo_open=True),
+    # schedule
+    "warmup": _float(0.0, 1.0, hi_open=True),
+    "adaptive": _BOOL,
+    "gp_fraction": _float(0.0, 0.95),
+    "bp_phase": _int(1, 1000),
+    "gp_phase_init": _int(0, 1000),
+    "gp_phase_min": _int(0, 1000),
+    "gp_phase_max": _int(1, 1000),
+    "cos_threshold": _float(-1.0, 1.0),
+    "relerr_threshold": _float(0.0, 10.0, lo_open=True),
+}
+
+
+def _describe(rule: tuple) -> str:
+    kind = rule[0]
+    if kind == "int":
+        return f"an integer from {rule[1]} to {rule[2]}"
+    if kind == "float":
+        lo = f"{'>' if rule[3] else '>='} {rule[1]:g}"
+        hi = f"{'<' if rule[4] else '<='} {rule[2]:g}"
+        return f"a number {lo} and {hi}"
+    if kind == "choice":
+        return "one of " + ", ".join(repr(v) for v in rule[1])
+    return "true or false"
+
+
+def _check(name: str, value: Any) -> Any:
+    rule = RULES[name]
+    kind = rule[0]
+    bad = ValueError(f"{name}: {_describe(rule)} (got {value!r})")
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if kind == "choice":
+        if not isinstance(value, str) or value not in rule[1]:
+            raise bad
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad
+    if kind == "int":
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise bad
+            value = int(value)
+        if not rule[1] <= value <= rule[2]:
+            raise bad
+        return int(value)
+    value = float(value)
+    lo, hi, lo_open, hi_open = rule[1:]
+    if not math.isfinite(value):
+        raise bad
+    if value < lo or (lo_open and value == lo) or value > hi or (hi_open and value == hi):
+        raise bad
+    return value
+
+
+@dataclass(frozen=True)
+class SurrogateConfig:
+    """Training knobs of one surrogate evaluation. The defaults are the committed default ADA-GP setting.
+
+    Task and network: ``task`` (``"mnist1d"`` default, ``"digits"`` for fast tests), ``network`` (``"cnn"``:
+    three stride-2 convolutions of ``width`` channels, kernel 5, then a linear classifier; ``"cnn_pool"``:
+    stride-1 convolutions each followed by max-pooling; ``"mlp"``: two hidden layers of ``width``), ``epochs``,
+    ``batch_size``, ``lr`` and ``momentum`` of SGD with momentum; ``lr_decay``: cosine decay of the learning
+    rate to zero over the run (it makes the final test accuracy far less noisy than a constant rate).
+
+    Scheme: ``"adagp"`` (predicted weight gradients in GP phases), ``"dni"`` (DNI-style synthetic gradients
+    dL/dh from h and the label in GP phases), ``"null"`` (the ADA-GP schedule with the prediction forced to
+    zero: predicted layers skip GP steps), ``"bp"`` (plain backprop). ``true_output_grad``: in GP steps the
+    classifier layer updates with its true gradient (one outer product from the loss, no backward pass);
+    otherwise it is predicted like the others. ``agent``: blend the predicted gradient with the layer's last
+    true gradient, weighted by a damped estimate of the correlation of successive true gradients.
+
+    Predictor (ADA-GP): ``pred_input`` pooled length of a reorganized channel, ``pred_hidden_layers`` and
+    ``pred_width`` of its MLP, ``pred_head`` output width (0: the largest fan-in + 1 for the bias, masked
+    for smaller layers; smaller: tiled), ``pred_layer_code`` (append a one-hot layer index to the input;
+    ours, not the paper's), ``pred_lr`` (Adam).
+
+    Schedule: ``warmup`` fraction of all steps in plain BP; then BP phases of ``bp_phase`` steps alternate
+    with GP phases. ``adaptive``: after each BP phase the GP-phase length doubles if the predictor's mean
+    cosine >= ``cos_threshold`` and mean relative error <= ``relerr_threshold`` on that phase's batches,
+    and halves otherwise, within [``gp_phase_min``, ``gp_phase_max``], starting at ``gp_phase_init``.
+    Not adaptive: GP phases are sized so that ``gp_fraction`` of post-warm-up steps are GP.
+    """
+
+    task: str = "mnist1d"
+    network: str = "cnn"
+    width: int = 25
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 0.05
+    lr_decay: bool = True
+    momentum: float = 0.9
+    scheme: str = "adagp"
+    true_output_grad: bool = True
+    agent: bool = False
+    pred_input: int = 8
+    pred_hidden_layers: int = 1
+    pred_width: int = 64
+    pred_head: int = 0
+    pred_layer_code: bool = False
+    pred_lr: float = 0.001
+    warmup: float = 0.1
+    adaptive: bool = False
+    gp_fraction: float = 0.2
+    bp_phase: int = 4
+    gp_phase_init: int = 4
+    gp_phase_min: int = 1
+    gp_phase_max: int = 16
+    cos_threshold: float = 0.3
+    relerr_threshold: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, _check(f.name, getattr(self, f.name)))
+        if self.gp_phase_min > self.gp_phase_max:
+            raise ValueError(
+                f"gp_phase_min: at most gp_phase_max ({self.gp_phase_max}) (got {self.gp_phase_min})"
+            )
+        if not self.gp_phase_min <= self.gp_phase_init <= self.gp_phase_max:
+            raise ValueError(
+                f"gp_phase_init: between gp_phase_min ({self.gp_phase_min}) and gp_phase_max "
+                f"({self.gp_phase_max}) (got {self.gp_phase_init})"
+            )
+
+    # -- plain data ------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SurrogateConfig":
+        """Build from a mapping (a TOML ``[training]`` table); missing keys take the defaults."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"training: a table of knobs (got {type(data).__name__})")
+        names = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in names:
+                raise ValueError(f"{key}: unknown field; allowed: {', '.join(names)}")
+        return cls(**dict(data))
+
+    def replace(self, **changes: Any) -> "SurrogateConfig":
+        data = self.to_dict()
+        data.update(changes)
+        return type(self).from_dict(data)
+
+    def to_toml(self, table: str = "training") -> str:
+        lines = [f"[{table}]"]
+        for key, value in self.to_dict().items():
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, str):
+                text = f'"{value}"'
+            elif isinstance(value, float):
+                text = repr(value)
+            else:
+                text = str(value)
+            lines.append(f"{key} = {text}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_toml(cls, path: str | Path, table: str = "training") -> "SurrogateConfig":
+        return cls.from_dict(load_training_table(path, table))
+
+    def bp_key(self) -> dict[str, Any]:
+        """The knobs the plain-BP reference depends on."""
+        return {k: getattr(self, k) for k in BP_KNOBS}
+
+
+def load_training_table(path: str | Path, table: str = "training") -> dict[str, Any]:
+    """Read the ``[training]`` table of a TOML file (ValueError with a one-line message if absent/invalid)."""
+    import tomllib
+
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    if table not in doc:
+        raise ValueError(f"{path}: needs a [{table}] table of training knobs")
+    data = doc[table]
+    if not isinstance(data, dict):
+        raise ValueError(f"{table}: a table of knobs (got {type(data).__name__})")
+    return data

@@ -1,0 +1,67 @@
+"""The surrogate's networks, built from :mod:`models.surrogate.layers`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d
+
+__all__ = ["Net", "build_network"]
+
+
+class Net:
+    """A sequential network; ``param_layers`` are the layers with weights, in forward order."""
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+        self.param_layers = [l for l in self.layers if l.has_params]
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x
+
+    def backward(self, dlogits):
+        d = dlogits
+        first = self.layers[0]
+        for layer in reversed(self.layers):
+            layer.dout = d  # dL/d(layer output): DNI's regression target
+            d = layer.backward(d, need_dx=layer is not first)
+        return d
+
+    def n_params(self) -> int:
+        return int(sum(l.W.size + l.b.size for l in self.param_layers))
+
+    def predict(self, x, batch=1000):
+        out = [self.forward(x[i : i + batch]).argmax(axis=1) for i in range(0, len(x), batch)]
+        return np.concatenate(out)
+
+
+def build_network(name: str, width: int, in_len: int, n_classes: int, rng, dtype=np.float32) -> Net:
+    """``cnn``: three conv(k=5, stride 2, pad 2)+ReLU of ``width`` channels, flatten, linear.
+    ``cnn_pool``: three conv(k=5, stride 1, pad 2)+ReLU each followed by max-pool(2), flatten, linear.
+    ``mlp``: linear+ReLU (``width``), linear+ReLU (``width``), linear. Input ``(batch, in_len, 1)``."""
+    layers = []
+    if name in ("cnn", "cnn_pool"):
+        c, length = 1, in_len
+        for _ in range(3):
+            if name == "cnn":
+                conv = Conv1d(c, width, 5, stride=2, pad=2, rng=rng, dtype=dtype)
+                layers.append(conv)
+                length = conv.out_len(length)
+            else:
+                conv = Conv1d(c, width, 5, stride=1, pad=2, rng=rng, dtype=dtype)
+                layers += [conv, MaxPool1d(2)]
+                length = conv.out_len(length) // 2
+            c = width
+        layers += [Flatten(), Linear(length * width, n_classes, relu=False, rng=rng, dtype=dtype)]
+    elif name == "mlp":
+        layers = [
+            Flatten(),
+            Linear(in_len, width, rng=rng, dtype=dtype),
+            Linear(width, width, rng=rng, dtype=dtype),
+            Linear(width, n_classes, relu=False, rng=rng, dtype=dtype),
+        ]
+    else:
+        raise ValueError(f"network: one of 'cnn', 'cnn_pool', 'mlp' (got {name!r})")
+    return Net(layers)

@@ -1,0 +1,99 @@
+"""Offline tasks: MNIST-1D (generated with ``mnist1d``'s ``make_dataset``, never its download path) and
+scikit-learn's bundled digits. Each is built once and cached as ``.npz`` under the cache directory."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Task", "load_task", "cache_dir"]
+
+_MEMO: dict[str, "Task"] = {}
+
+
+def cache_dir() -> Path:
+    """``$DSE_CACHE_DIR``, else ``$XDG_CACHE_HOME/dse``, else ``~/.cache/dse``."""
+    env = os.environ.get("DSE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "dse"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A classification task as float32 ``(n, length, 1)`` inputs and int64 labels."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    n_classes: int = 10
+
+    @property
+    def length(self) -> int:
+        return self.x.shape[1]
+
+
+def _make_mnist1d() -> dict[str, np.ndarray]:
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    state = np.random.get_state()  # make_dataset seeds numpy's global generator: leave it as it was
+    try:
+        data = make_dataset(get_dataset_args())  # defaults: 4000 train / 1000 test, length 40, seed 42
+    finally:
+        np.random.set_state(state)
+    return {"x": data["x"], "y": data["y"], "x_test": data["x_test"], "y_test": data["y_test"]}
+
+
+def _make_digits() -> dict[str, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = d.data / 16.0
+    x = (x - x.mean()) / x.std()
+    perm = np.random.default_rng(0).permutation(len(x))  # fixed split, independent of training seeds
+    x, y = x[perm], d.target[perm]
+    n_test = 360
+    return {"x": x[n_test:], "y": y[n_test:], "x_test": x[:n_test], "y_test": y[:n_test]}
+
+
+_MAKERS = {"mnist1d": ("mnist1d-v1", _make_mnist1d), "digits": ("digits-v1", _make_digits)}
+
+
+def load_task(name: str) -> Task:
+    """The task's arrays, generated on first use and cached in ``cache_dir()/data``."""
+    if name not in _MAKERS:
+        raise ValueError(f"task: one of {', '.join(repr(k) for k in _MAKERS)} (got {name!r})")
+    fname, make = _MAKERS[name]
+    path = cache_dir() / "data" / f"{fname}.npz"
+    key = str(path)
+    if key in _MEMO:
+        return _MEMO[key]
+    arrays = None
+    if path.exists():
+        try:
+            with np.load(path) as f:
+                arrays = {k: f[k] for k in ("x", "y", "x_test", "y_test")}
+        except (OSError, KeyError, ValueError):
+            arrays = None  # a damaged cache file is rebuilt
+    if arrays is None:
+        arrays = make()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    task = Task(
+        name=name,
+        x=np.asarray(arrays["x"], dtype=np.float32)[:, :, None],
+        y=np.asarray(arrays["y"], dtype=np.int64),
+        x_test=np.asarray(arrays["x_test"], dtype=np.float32)[:, :, None],
+        y_test=np.asarray(arrays["y_test"], dtype=np.int64),
+    )
+    _MEMO[key] = task
+    return task

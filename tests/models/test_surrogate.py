@@ -1,0 +1,458 @@
+"""Tests of the training surrogate (models.surrogate): layers, predictors, schedule, config, cache, CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.surrogate import SurrogateConfig, evaluate
+from models.surrogate.config import RULES
+from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d, softmax_cross_entropy
+from models.surrogate.nets import Net, build_network
+from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, grad_matrix, pool_matrix
+from models.surrogate.train import Schedule, phases_to_mask, train_run
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = dict(task="digits", epochs=2, batch_size=32)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cache_dir(tmp_path_factory):
+    """One cache directory per test module (the data sets are generated once in it)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DSE_CACHE_DIR", str(tmp_path_factory.mktemp("dse-cache")))
+        yield
+
+
+# ---------------------------------------------------------------------------------------------------------
+# gradient checks (float64, central differences)
+
+
+def _num_grad(f, arr, eps=1e-6):
+    g = np.zeros_like(arr)
+    it = np.nditer(arr, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        old = arr[i]
+        arr[i] = old + eps
+        fp = f()
+        arr[i] = old - eps
+        fm = f()
+        arr[i] = old
+        g[i] = (fp - fm) / (2 * eps)
+    return g
+
+
+def _check_layer(layer, x, rng):
+    """Loss = sum(out * R): analytic dW, db, dx must match finite differences."""
+    out = layer.forward(x)
+    R = rng.standard_normal(out.shape)
+    dx = layer.backward(R.copy(), need_dx=True)
+
+    def loss():
+        return float((layer.forward(x) * R).sum())
+
+    np.testing.assert_allclose(dx, _num_grad(loss, x), rtol=1e-5, atol=1e-7)
+    if layer.has_params:
+        layer.forward(x)
+        layer.backward(R.copy())
+        np.testing.assert_allclose(layer.dW, _num_grad(loss, layer.W), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(layer.db, _num_grad(loss, layer.b), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "c_in,c_out,k,stride,pad,relu,length",
+    [(1, 4, 5, 2, 2, True, 13), (3, 5, 3, 1, 0, True, 9), (2, 3, 5, 2, 1, False, 12), (2, 2, 1, 3, 0, True, 10)],
+)
+def test_conv1d_gradients_match_finite_differences(c_in, c_out, k, stride, pad, relu, length):
+    rng = np.random.default_rng(1)
+    layer = Conv1d(c_in, c_out, k, stride=stride, pad=pad, relu=relu, rng=rng, dtype=np.float64)
+    layer.b[:] = rng.standard_normal(c_out) * 0.1
+    _check_layer(layer, rng.standard_normal((3, length, c_in)), rng)
+
+
+@pytest.mark.parametrize("relu", [True, False])
+def test_linear_gradients_match_finite_differences(relu):
+    rng = np.random.default_rng(2)
+    layer = Linear(7, 5, relu=relu, rng=rng, dtype=np.float64)
+    layer.b[:] = rng.standard_normal(5) * 0.1
+    _check_layer(layer, rng.standard_normal((4, 7)), rng)
+
+
+def test_maxpool_and_flatten_gradients_match_finite_differences():
+    rng = np.random.default_rng(3)
+    _check_layer(MaxPool1d(2), rng.standard_normal((2, 9, 3)), rng)  # odd length: remainder dropped
+    _check_layer(Flatten(), rng.standard_normal((2, 4, 3)), rng)
+
+
+def test_softmax_cross_entropy_gradient():
+    rng = np.random.default_rng(4)
+    z = rng.standard_normal((5, 10))
+    y = rng.integers(0, 10, 5)
+    _, d = softmax_cross_entropy(z.copy(), y)
+    np.testing.assert_allclose(d, _num_grad(lambda: softmax_cross_entropy(z.copy(), y)[0], z), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["cnn", "cnn_pool", "mlp"])
+def test_whole_network_backward_matches_finite_differences(name):
+    rng = np.random.default_rng(5)
+    net = build_network(name, 4, 16, 10, rng, dtype=np.float64)
+    x = rng.standard_normal((3, 16, 1))
+    y = rng.integers(0, 10, 3)
+
+    def loss():
+        return softmax_cross_entropy(net.forward(x), y)[0]
+
+    _, d = softmax_cross_entropy(net.forward(x), y)
+    net.backward(d)
+    for layer in net.param_layers:
+        np.testing.assert_allclose(layer.dW, _num_grad(loss, layer.W), rtol=1e-4, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# predictors
+
+
+def test_pool_matrix_averages_and_upsamples():
+    for length, size in [(20, 8), (5, 8), (1, 4), (40, 40)]:
+        m = pool_matrix(length, size)
+        np.testing.assert_allclose(m.sum(axis=0), 1.0, rtol=1e-6)
+        assert (m.sum(axis=1) > 0).all()  # every sample is used
+    np.testing.assert_allclose(np.arange(4.0) @ pool_matrix(4, 2), [0.5, 2.5])
+
+
+def _fixed_problem(rng):
+    acts = [rng.standard_normal((8, 10, 6)).astype(np.float32) ** 2, rng.standard_normal((8, 5, 4)).astype(np.float32) ** 2]
+    trues = [rng.standard_normal((6, 16)).astype(np.float32), rng.standard_normal((4, 25)).astype(np.float32) * 3]
+    return acts, trues
+
+
+@pytest.mark.parametrize("head", [0, 7])  # 0: masked head of width 25; 7: tiled head
+def test_adagp_predictor_learns_a_fixed_mapping(head):
+    """With fixed (activation, gradient) pairs the predictor's Adam/MSE training must drive the prediction
+    to the target (a wrong backward or tiling would stall it)."""
+    rng = np.random.default_rng(0)
+    cfg = SurrogateConfig(pred_head=head, pred_width=64, pred_lr=0.01, pred_layer_code=True)
+    p = AdaGPPredictor([16, 25], cfg, rng)
+    acts, trues = _fixed_problem(rng)
+    first = p.bp_step(acts, trues)
+    assert all(np.all(f == 0) for f in first)  # zero-initialized head: the first prediction is zero
+    for _ in range(1500):
+        preds = p.bp_step(acts, trues)
+    rel = [np.linalg.norm(pr - t) / np.linalg.norm(t) for pr, t in zip(preds, trues)]
+    if head == 0:
+        assert max(rel) < 0.1, rel
+    else:  # a tiled head of 7 cannot represent 25 free values per row: it must still beat zero clearly
+        assert max(rel) < 0.9, rel
+    np.testing.assert_allclose(p.predict(1, acts[1]), preds[1], rtol=1e-3, atol=1e-3 * np.abs(trues[1]).max())
+
+
+def test_dni_module_learns_a_linear_target():
+    rng = np.random.default_rng(1)
+    dni = DNIPredictor([12], 10, SurrogateConfig(pred_lr=0.01), rng)
+    A = rng.standard_normal((22, 12)).astype(np.float32)
+    h = rng.standard_normal((64, 3, 4)).astype(np.float32)
+    y = rng.integers(0, 10, 64)
+    onehot = np.eye(10, dtype=np.float32)[y]
+    target = (np.concatenate([h.reshape(64, -1), onehot], axis=1) @ A).reshape(h.shape)
+    for _ in range(2000):
+        dni.learn(0, h, y, target)
+    rel = np.linalg.norm(dni.synth(0, h, y) - target) / np.linalg.norm(target)
+    assert rel < 0.05, rel
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule
+
+
+def test_fixed_schedule_reaches_its_fraction_after_warmup():
+    for f, b in [(0.5, 4), (0.35, 3), (0.2, 4), (0.0, 4), (0.8, 2)]:
+        cfg = SurrogateConfig(adaptive=False, gp_fraction=f, bp_phase=b, warmup=0.1)
+        s = Schedule(cfg, 1000)
+        mask = np.array([s.is_gp(t) for t in range(1000)])
+        assert not mask[: s.warm].any()
+        assert abs(mask[s.warm :].mean() - f) < 0.01, (f, mask[s.warm :].mean())
+
+
+def _adaptive_mask(cfg, quality, total=400):
+    s = Schedule(cfg, total)
+    mask = []
+    for t in range(total):
+        gp = s.is_gp(t)
+        mask.append(gp)
+        if not gp and t >= s.warm:
+            s.report(*quality)
+    return np.array(mask), s
+
+
+def test_adaptive_schedule_grows_with_a_good_predictor_and_shrinks_with_a_bad_one():
+    cfg = SurrogateConfig(adaptive=True, cos_threshold=0.3, relerr_threshold=0.9, bp_phase=4, gp_phase_init=4,
+                          gp_phase_min=1, gp_phase_max=16)
+    good, _ = _adaptive_mask(cfg, (0.5, 0.5))
+    bad, _ = _adaptive_mask(cfg, (0.1, 0.5))
+    worse_err, _ = _adaptive_mask(cfg, (0.5, 0.95))
+    phases = [n for k, n in _phases(good) if k == "gp"]
+    assert phases[:4] == [4, 8, 16, 16] and max(phases) == 16  # doubles, bounded by gp_phase_max
+    assert [n for k, n in _phases(bad) if k == "gp"][:4] == [4, 2, 1, 1]  # halves, bounded by gp_phase_min
+    assert good[40:].mean() > 0.75 and bad[40:].mean() < 0.25 and worse_err[40:].mean() < 0.25
+
+
+def _phases(mask):
+    out = []
+    for v in mask:
+        k = "gp" if v else "bp"
+        if out and out[-1][0] == k:
+            out[-1][1] += 1
+        else:
+            out.append([k, 1])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# config
+
+
+def test_config_defaults_round_trip_and_match_the_committed_toml():
+    cfg = SurrogateConfig()
+    assert SurrogateConfig.from_dict(cfg.to_dict()) == cfg
+    import tomllib
+
+    assert SurrogateConfig.from_dict(tomllib.loads(cfg.to_toml())["training"]) == cfg
+    committed = SurrogateConfig.from_toml(ROOT / "studies" / "surrogate-default.toml")
+    assert committed == cfg
+    assert set(RULES) == set(cfg.to_dict())
+
+
+@pytest.mark.parametrize(
+    "data,field",
+    [
+        ({"epochs": 0}, "epochs"),
+        ({"epochs": 2.5}, "epochs"),
+        ({"epochs": "3"}, "epochs"),
+        ({"lr": 0.0}, "lr"),
+        ({"momentum": 1.0}, "momentum"),
+        ({"scheme": "sgd"}, "scheme"),
+        ({"adaptive": 1}, "adaptive"),
+        ({"pred_width": True}, "pred_width"),
+        ({"gp_fraction": 0.99}, "gp_fraction"),
+        ({"cos_threshold": float("nan")}, "cos_threshold"),
+        ({"gp_phase_min": 8, "gp_phase_max": 4, "gp_phase_init": 4}, "gp_phase_min"),
+        ({"gp_phase_init": 40}, "gp_phase_init"),
+        ({"colour": 1}, "colour"),
+    ],
+)
+def test_config_rejects_bad_values_naming_the_field(data, field):
+    with pytest.raises(ValueError, match=rf"^{field}: "):
+        SurrogateConfig.from_dict(data)
+
+
+def test_config_accepts_integral_floats_and_ints_for_floats():
+    cfg = SurrogateConfig.from_dict({"epochs": 3.0, "lr": 1})
+    assert cfg.epochs == 3 and isinstance(cfg.epochs, int) and cfg.lr == 1.0 and isinstance(cfg.lr, float)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# training runs (digits, a couple of epochs)
+
+
+def _strip(run):
+    return {k: v for k, v in run.items() if k != "wall_s"}
+
+
+def test_runs_are_deterministic_and_paired():
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5)
+    a = train_run(cfg, "adagp", 0)
+    assert _strip(a) == _strip(train_run(cfg, "adagp", 0))
+    assert a["accuracy"] != train_run(cfg, "adagp", 1)["accuracy"] or _strip(a) != _strip(train_run(cfg, "adagp", 1))
+    bp = train_run(cfg, "bp", 0)
+    # the null control with no GP step is plain BP, step for step (same init, same batches)
+    no_gp = np.zeros(bp["steps"], dtype=bool)
+    assert train_run(cfg, "null", 0, replay=no_gp)["accuracy"] == bp["accuracy"]
+    # a predictor that is trained but never applied does not change the model
+    zero = cfg.replace(gp_fraction=0.0)
+    assert train_run(zero, "adagp", 0)["accuracy"] == bp["accuracy"]
+    # the null replays the scheme's step mask exactly
+    null = train_run(cfg, "null", 0, replay=phases_to_mask(a["phases"]))
+    assert null["phases"] == a["phases"] and abs(a["gp_fraction"] - 0.5) < 0.02
+
+
+def test_null_control_skips_updates_of_predicted_layers_only():
+    """All post-warm-up steps GP: with a true classifier gradient, only the classifier moves."""
+    cfg = SurrogateConfig(**FAST, warmup=0.0)
+    total = train_run(cfg, "bp", 0)["steps"]
+    gp_all = np.ones(total, dtype=bool)
+    import models.surrogate.train as T
+
+    seen = {}
+    orig = T.build_network
+
+    def spy(*a, **k):
+        net = orig(*a, **k)
+        seen["w0"] = [l.W.copy() for l in net.param_layers]
+        seen["net"] = net
+        return net
+
+    T.build_network = spy
+    try:
+        T.train_run(cfg, "null", 0, replay=gp_all)
+    finally:
+        T.build_network = orig
+    after = [l.W for l in seen["net"].param_layers]
+    assert all(np.array_equal(a, b) for a, b in zip(after[:-1], seen["w0"][:-1]))
+    assert not np.array_equal(after[-1], seen["w0"][-1])
+
+
+@pytest.mark.parametrize("scheme,agent", [("adagp", True), ("dni", False)])
+def test_other_schemes_train_and_report_quality(scheme, agent):
+    cfg = SurrogateConfig(**FAST, scheme=scheme, agent=agent, adaptive=False, gp_fraction=0.5)
+    run = train_run(cfg, scheme, 0)
+    assert run["accuracy"] > 50 and not run["diverged"]
+    assert -1 <= run["cos"] <= 1 and run["relerr"] >= 0 and run["predictor_params"] > 0
+    assert len(run["epochs"]) == 2
+
+
+def test_oracle_diagnostic_applies_independent_batch_gradients():
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5)
+    o = train_run(cfg, "oracle", 0)
+    null = train_run(cfg, "null", 0, replay=phases_to_mask(o["phases"]))
+    assert abs(o["gp_fraction"] - 0.5) < 0.02 and o["cos"] is None and o["predictor_params"] == 0
+    assert o["accuracy"] != null["accuracy"]
+    with pytest.raises(ValueError, match="^scheme: "):
+        train_run(cfg, "sgd", 0)
+
+
+def test_digits_cannot_rank_predictors_but_the_null_control_is_reported():
+    """On digits the null control at half GP steps stays close to BP -- the reason MNIST-1D is the default."""
+    cfg = SurrogateConfig(task="digits", epochs=5, adaptive=False, gp_fraction=0.5)
+    d = evaluate(cfg, seeds=(0,)).to_dict()
+    assert d["accuracy_bp"] > 90
+    assert d["accuracy_bp"] - d["accuracy_null"] < 3.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# evaluate and its cache
+
+
+def test_evaluate_result_keys_units_and_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.4)
+    r = evaluate(cfg, seeds=(0, 1))
+    d = r.to_dict()
+    for k in ("accuracy", "accuracy_bp", "accuracy_null", "accuracy_drop", "predictor_gain", "gp_fraction",
+              "accuracy_std", "predictor_gain_std", "per_seed", "timeline", "predictor_params", "wall_s"):
+        assert k in d
+    assert 0 <= d["accuracy"] <= 100 and 0 <= d["accuracy_bp"] <= 100 and 0 <= d["gp_fraction"] <= 1
+    assert d["accuracy_drop"] == pytest.approx(d["accuracy_bp"] - d["accuracy"])
+    assert d["predictor_gain"] == pytest.approx(d["accuracy"] - d["accuracy_null"])
+    assert [p["seed"] for p in d["per_seed"]] == [0, 1]
+    assert not r.cached
+    json.dumps(d)  # plain data
+    t = time.perf_counter()
+    again = evaluate(cfg, seeds=(0, 1))
+    dt = time.perf_counter() - t
+    assert again.cached and again.to_dict()["accuracy"] == d["accuracy"]
+    assert dt < 0.05, dt  # the benchmark checks the 10 ms target; this guards against re-training
+    # the BP reference is cached by its own knobs: another predictor reuses it
+    evaluate(cfg.replace(pred_width=8), seeds=(0, 1))
+    assert len(list((tmp_path / "surrogate").rglob("bp/*.json"))) == 2
+    assert len(list((tmp_path / "surrogate").rglob("adagp/*.json"))) == 4
+
+
+def test_scheme_bp_and_null_results():
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5)
+    bp = evaluate(cfg.replace(scheme="bp"), seeds=(0,)).to_dict()
+    assert bp["accuracy"] == bp["accuracy_bp"] == bp["accuracy_null"] and bp["gp_fraction"] == 0
+    null = evaluate(cfg.replace(scheme="null"), seeds=(0,)).to_dict()
+    assert null["predictor_gain"] == 0 and null["gp_fraction"] == pytest.approx(0.5, abs=0.02)
+
+
+def test_mnist1d_is_generated_offline_and_leaves_the_global_rng_alone(tmp_path, monkeypatch):
+    import requests
+
+    def no_network(*a, **k):
+        raise AssertionError("network access")
+
+    monkeypatch.setattr(requests, "get", no_network)
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    from models.surrogate.tasks import load_task
+
+    np.random.seed(123)
+    before = np.random.random()
+    np.random.seed(123)
+    task = load_task("mnist1d")
+    assert np.random.random() == before
+    assert task.x.shape == (4000, 40, 1) and task.x_test.shape == (1000, 40, 1) and task.x.dtype == np.float32
+    assert (tmp_path / "data" / "mnist1d-v1.npz").exists()
+
+
+def test_models_package_never_imports_torch_or_optuna():
+    pattern = re.compile(r"^\s*(import|from)\s+(torch|optuna)\b", re.M)
+    for path in (ROOT / "models" / "surrogate").rglob("*.py"):
+        assert not pattern.search(path.read_text()), path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# command line
+
+
+def _app():
+    import typer
+
+    from dse.cli_surrogate import surrogate
+
+    app = typer.Typer()
+    app.command("surrogate")(surrogate)
+    app.command("other")(lambda: None)  # two commands, so typer keeps the sub-command name
+    return app
+
+
+def test_cli_json_and_table(tmp_path):
+    from typer.testing import CliRunner
+
+    cfg_path = tmp_path / "s.toml"
+    cfg_path.write_text(SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5).to_toml())
+    runner = CliRunner()
+    res = runner.invoke(_app(), ["surrogate", str(cfg_path), "--seeds", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    for k in ("accuracy", "accuracy_bp", "accuracy_null", "accuracy_drop", "predictor_gain", "gp_fraction"):
+        assert isinstance(d[k], float)
+    res = runner.invoke(_app(), ["surrogate", str(cfg_path), "--seeds", "1"])
+    assert res.exit_code == 0 and "phase timeline" in res.output and "predictor_gain" in res.output
+
+
+@pytest.mark.parametrize(
+    "text,field",
+    [('[training]\nepochs = "ten"\n', "epochs"), ("[training]\nfoo = 1\n", "foo"),
+     ("[training]\ngp_fraction = 2.0\n", "gp_fraction"), ("[other]\nx = 1\n", r"\[training\]"),
+     ("[training\n", "not valid TOML")],
+)
+def test_cli_bad_input_is_a_usage_error(tmp_path, text, field):
+    from dse.cli_surrogate import load_config
+    from dse.errors import UsageError
+
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(UsageError, match=field) as info:
+        load_config(p)
+    assert "\n" not in str(info.value)
+    with pytest.raises(UsageError, match="cannot be read"):
+        load_config(tmp_path / "missing.toml")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# acceptance on MNIST-1D (the default task)
+
+
+@pytest.mark.slow
+def test_plain_bp_default_cnn_reaches_88_percent_on_mnist1d():
+    cfg = SurrogateConfig(scheme="bp")
+    d = evaluate(cfg, seeds=(0, 1, 2)).to_dict()
+    assert d["accuracy_bp"] >= 88.0, d["per_seed"]
+    assert d["steps"] == 1250 and d["network_params"] < 50_000
