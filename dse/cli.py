@@ -147,7 +147,7 @@ def _register() -> None:
     app.command("layer")(cli_layer.layer)
     app.command("surrogate")(cli_surrogate.surrogate)
     app.command("evaluate")(cli_evaluate.evaluate)
-    for name in ("run", "status", "pareto", "plot", "export"):
+    for name in ("run", "worker", "status", "pareto", "plot", "export"):
         app.command(name)(getattr(cli_study, name))
 
 

@@ -17,7 +17,7 @@ def evaluate(
     model: Optional[List[str]] = typer.Option(None, "--model", "-m",
                                               help="Evaluate these zoo models instead of the file's "
                                                    "workload.models (repeatable)."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", min=1,
+    seeds: Optional[int] = typer.Option(None, "--seeds",
                                         help="Surrogate seeds (0..N-1) for the accuracy figures (default: the "
                                              "file's `seeds`, else 3)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: {\"models\": [...], \"summary\": {...}, "
@@ -34,8 +34,15 @@ def evaluate(
     from dse.evaluate import evaluate as run, load_configuration
     from dse.workload import Workload
 
+    if seeds is not None and not 1 <= seeds <= 10:
+        raise UsageError(f"--seeds: must be an integer from 1 to 10, got {seeds}")
     cfg = load_configuration(config)
     if model:
+        from models import zoo
+
+        for m in model:
+            if m not in zoo.names():
+                raise UsageError(f"--model: unknown model {m!r}; the zoo has: {', '.join(zoo.names())}")
         d = cfg.workload.to_dict()
         d["models"] = list(model)
         d.pop("model_args", None)

@@ -29,13 +29,16 @@ def _load(study_file: Path):
 
 def run(
     study_file: Path = STUDY_ARG,
-    trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1,
+    trials: Optional[int] = typer.Option(None, "--trials", "-n",
                                          help="Trial budget (finished trials), overriding [study] trials."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.0, help="Stop after this many seconds."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop after this many seconds."),
     sampler: Optional[str] = typer.Option(None, "--sampler",
                                           help="nsga2, nsga3, tpe, random, qmc or grid, overriding the file."),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Sampler seed, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, overriding the file."),
     storage: Optional[str] = STORAGE_OPT,
+    workers: int = typer.Option(1, "--workers", "-w", min=1,
+                                help="Local worker processes sharing the budget (default storage then: a "
+                                     "journal file <name>.journal beside the study file)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Create or resume a study and run it to its trial budget.
@@ -46,9 +49,17 @@ def run(
     """
     from dse.study import run as run_study
 
+    # bounds are checked here and in with_overrides rather than by typer's min=, so that a bad value gets the
+    # one-line `dse: error:` message
+    if timeout is not None and not timeout >= 0:
+        raise UsageError(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
     spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed)
     t0 = time.perf_counter()
-    if quiet:
+    if workers > 1:
+        from dse.parallel import run_workers
+
+        res = run_workers(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet)
+    elif quiet:
         res = run_study(spec, storage=storage, timeout=timeout)
     else:
         from rich.console import Console
@@ -65,6 +76,9 @@ def run(
                            hv=f"{f['hypervolume']:.4g}")
 
             res = run_study(spec, storage=storage, timeout=timeout, progress=progress)
+            if res["failed"]:
+                console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
+                              f"{study_file}`")
     dt = time.perf_counter() - t0
     typer.echo(f"{spec.name}: {res['finished']}/{res['budget']} trials finished ({res['complete']} complete), "
                f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
@@ -229,3 +243,41 @@ def export(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         typer.echo(str(out))
+
+
+def worker(
+    study_file: Path = STUDY_ARG,
+    storage: Optional[str] = STORAGE_OPT,
+    index: int = typer.Option(0, "--index", min=0, help="This worker's index: its sampler seed is the study's "
+                                                        "seed + 1000 x index (+ trials done so far)."),
+    trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1, help="The shared trial budget "
+                                                                           "(default: the file's)."),
+    heartbeat: Optional[int] = typer.Option(None, "--heartbeat", min=1,
+                                            help="Seconds between heartbeats (RDB storages): a trial whose "
+                                                 "worker stops beating for 3 intervals is failed and retried. "
+                                                 "Default: 5 for PostgreSQL/MySQL, off otherwise (local "
+                                                 "workers are watched by process id)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final line."),
+) -> None:
+    """Join a study as one worker: run trials until the shared budget is met.
+
+    Start it on every machine with the same study file and storage, e.g.
+    `dse worker studies/zoo.toml --storage postgresql://USER:PW@HOST/DB --index 3`.
+    A trial whose worker dies (SIGKILL, power loss) is retried, so the budget is met exactly.
+    """
+    from dse.study import default_heartbeat, run as run_study, storage_url
+
+    spec = _load(study_file).with_overrides(trials=trials)
+    url = storage_url(spec, storage)
+    hb = heartbeat if heartbeat is not None else default_heartbeat(url)
+
+    def progress(f):
+        if not quiet:
+            typer.echo(f"worker {index}: trial {f['last'][0]} {f['last'][1].lower()}; "
+                       f"{f['finished']}/{f['budget']} done, front {f['front']}", err=True)
+
+    res = run_study(spec, storage=url, worker=index, heartbeat=hb, progress=progress)
+    typer.echo(f"worker {index}: {spec.name} {res['finished']}/{res['budget']} done, front {res['front']}, "
+               f"hypervolume {res['hypervolume']:.6g}; storage {res['storage']}")
+    if res["interrupted"]:
+        raise typer.Exit(130)

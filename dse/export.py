@@ -23,9 +23,14 @@ __all__ = ["export_points", "render", "to_toml"]
 
 def export_points(spec: StudySpec, points: list[Point], *, best: str | None = None, where: list[str] = (),
                   pareto: bool = False) -> list[Point]:
+    if not points:
+        raise UsageError(f"export: study {spec.name!r} has no complete trial to export; run it first "
+                         "(dse run), and see `dse status` for failed trials")
     if not any(p.feasible for p in points):
-        raise UsageError(f"export: study {spec.name!r} has no feasible complete trial; run it (dse run) or "
-                         "relax its constraints")
+        bounds = "; ".join(str(c) for c in spec.constraints) or "its constraints"
+        raise UsageError(f"export: study {spec.name!r} has no feasible trial: none of its {len(points)} "
+                         f"complete trials satisfies {bounds}; relax [[constraints]] in the study file or run "
+                         "more trials (dse run --trials N)")
     if pareto:
         return sorted(front(points, spec.directions), key=lambda p: p.number)
     if best is not None:

@@ -20,6 +20,8 @@ TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true
 
 def load_toml(path: str | Path) -> dict:
     p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{p}: is a folder; expected a TOML file")
     if not p.is_file():
         raise UsageError(f"{p}: no such file")
     try:

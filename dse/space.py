@@ -104,9 +104,10 @@ def parse_knob(name: str, spec: Any) -> Knob:
         if not isinstance(log, bool):
             raise UsageError(f"{name}.log: expected true or false, got {log!r}")
         if low > high:
-            raise UsageError(f"{name}: inverted range: low {low} > high {high}")
+            raise UsageError(f"{name}: inverted range (low {low} > high {high}); a range needs low < high")
         if low == high:
-            raise UsageError(f"{name}: empty range (low == high == {low}); use a fixed value instead")
+            raise UsageError(f"{name}: empty range (low == high == {low}); a range needs low < high, or give "
+                              f"the fixed value {low}")
         if log and low <= 0:
             raise UsageError(f"{name}: a log range needs low > 0, got {low}")
         if step is not None:

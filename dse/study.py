@@ -24,6 +24,8 @@ import math
 import os
 import re
 import signal
+import socket
+import time
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -55,12 +57,23 @@ def mask_url(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-def storage_url(spec: StudySpec, storage: str | None = None) -> str:
+def storage_url(spec: StudySpec, storage: str | None = None, *, journal: bool = False) -> str:
+    """``storage``, else ``DSE_STORAGE``, else a file beside the study file: SQLite (``<name>.db``), or a
+    journal file (``<name>.journal``) when several local processes share the study (``journal``)."""
     url = storage or os.environ.get("DSE_STORAGE")
     if url:
         return url
     folder = spec.path.parent if spec.path is not None else Path.cwd()
-    return f"sqlite:///{folder / (spec.name + '.db')}"
+    db, log = folder / (spec.name + ".db"), folder / (spec.name + ".journal")
+    if journal or (log.exists() and not db.exists()):
+        return f"journal:///{log}"
+    return f"sqlite:///{db}"
+
+
+def default_heartbeat(url: str) -> int | None:
+    """Heartbeats (seconds) for server storages, where workers may sit on other machines; local workers are
+    watched by process id instead (see :func:`recover_dead_workers`)."""
+    return 5 if re.match(r"^(postgresql|mysql)", url) else None
 
 
 def _storage(url: str, *, heartbeat: int | None = None):
@@ -68,7 +81,10 @@ def _storage(url: str, *, heartbeat: int | None = None):
         if url.startswith("journal:///"):
             from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-            path = url[len("journal:///") - 1:] if url.startswith("journal:////") else url[len("journal://"):]
+            # like SQLite URLs: journal:///relative.log, journal:////absolute/path.log
+            path = url[len("journal:///"):]
+            if not path:
+                raise UsageError("--storage: a journal URL needs a file: journal:///FILE.log")
             return JournalStorage(JournalFileBackend(path))
         if not re.match(r"^(sqlite|postgresql|postgresql\+\w+|mysql|mysql\+\w+)://", url):
             raise UsageError(f"--storage: {mask_url(url)!r} is not a storage URL; use sqlite:///FILE.db, "
@@ -115,7 +131,7 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
     """Create or load the study ``spec.name`` in its storage (the spec is stored with it)."""
     url = storage_url(spec, storage)
     st = _storage(url, heartbeat=heartbeat)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
     try:
         if create:
             study = optuna.create_study(storage=st, study_name=spec.name, directions=spec.directions,
@@ -171,41 +187,112 @@ def _suggest(trial: optuna.Trial, name: str, knob) -> Any:
     return trial.suggest_float(name, knob.low, knob.high, step=knob.step, log=knob.log)
 
 
-def _objective(spec: StudySpec) -> Callable[[optuna.Trial], list[float]]:
+_HOST = socket.gethostname()
+
+
+def _owner() -> str:
+    return f"{_HOST}:{os.getpid()}"
+
+
+def _retried(trials) -> set[int]:
+    """Numbers of failed trials that a later trial retries (Optuna's heartbeat retry or ours)."""
+    out = set()
+    for t in trials:
+        n = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
+        if n is not None:
+            out.add(int(n))
+    return out
+
+
+def _counts(t, retried: set[int]) -> bool:
+    """Whether a trial counts toward the budget (or will): complete, running, waiting, or a genuine failure
+    -- not a trial retried after its worker died, an interrupted one, or a pruned budget overflow."""
+    if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
+        return True
+    if t.state == TrialState.FAIL:
+        reason = t.user_attrs.get("fail_reason", "")
+        return t.number not in retried and not reason.startswith("interrupted")
+    return False
+
+
+def failed_count(study: optuna.Study) -> int:
+    """Genuinely failed trials (impossible configurations, errors), not retried or interrupted ones."""
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    return sum(1 for t in trials if t.state == TrialState.FAIL and _counts(t, retried))
+
+
+def budget_state(study: optuna.Study) -> dict:
+    """Trials that count toward the budget: ``done`` (complete or genuinely failed), ``active`` (running or
+    waiting), and ``waiting`` alone."""
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    counted = [t for t in trials if _counts(t, retried)]
+    done = sum(t.state in FINISHED for t in counted)
+    waiting = sum(t.state == TrialState.WAITING for t in counted)
+    return {"done": done, "active": len(counted) - done, "waiting": waiting}
+
+
+def _objective(spec: StudySpec, budget: int) -> Callable[[optuna.Trial], list[float]]:
     needs_accuracy = bool(_ACCURACY_METRICS & ({o.metric for o in spec.objectives}
                                                 | {c.metric for c in spec.constraints}))
 
     def objective(trial: optuna.Trial) -> list[float]:
-        params = {name: _suggest(trial, name, knob) for name, knob in spec.space.searched()}
+        trial.set_user_attr("worker", _owner())
+        trials = trial.study.get_trials(deepcopy=False)
+        me = next(t for t in trials if t.number == trial.number)
+        retry = me.system_attrs.get("failed_trial", me.user_attrs.get("retry_of")) is not None
+        if not retry:
+            # exact budget with several workers: this trial runs only if fewer than `budget` counting
+            # trials precede it (trial numbers are assigned atomically by the storage)
+            retried = _retried(trials)
+            before = sum(1 for t in trials if t.number < trial.number and _counts(t, retried))
+            if before >= budget:
+                trial.set_user_attr("fail_reason", "budget reached by other workers")
+                raise optuna.TrialPruned("budget reached")
         try:
-            cfg = spec.configuration(params)
-        except ValueError as e:
-            reason = f"impossible configuration: {e}"
-            trial.set_user_attr("fail_reason", reason)
-            raise TrialFailed(reason) from None
-        cfg = replace(cfg, seeds=spec.seeds)
-        if needs_accuracy and cfg.gp_fraction is not None:
-            cfg = replace(cfg, accuracy=True)
-        out = evaluate(cfg)
-        metrics = out["metrics"]
-        missing = [m for m in spec.metrics if m not in metrics]
-        if missing:
-            reason = f"metric {missing[0]} was not computed"
-            trial.set_user_attr("fail_reason", reason)
-            raise TrialFailed(reason)
-        trial.set_user_attr("metrics", metrics)
-        trial.set_user_attr("models", [{k: r[k] for k in ("model", "speedup", "speedup_same_hw", "energy_j",
-                                                            "energy_saving", "step_ms_adagp_bp", "step_ms_gp")}
-                                       for r in out["models"]])
-        if out["surrogate"] is not None:
-            trial.set_user_attr("surrogate", {k: v for k, v in out["surrogate"].items()
-                                              if isinstance(v, (int, float, str, bool))})
-        trial.set_user_attr("config", cfg.to_dict())
-        for c in spec.constraints:
-            trial.set_constraint(str(c), c.violation(metrics[c.metric]))
-        return [metrics[m] for m in spec.metrics]
+            return _evaluate_trial(trial, spec, needs_accuracy)
+        except KeyboardInterrupt:
+            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
+            raise
+        except (TrialFailed, optuna.TrialPruned):
+            raise
+        except Exception as e:  # a bug or an unforeseen input: record it, the study goes on
+            trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+            raise
 
     return objective
+
+
+def _evaluate_trial(trial: optuna.Trial, spec: StudySpec, needs_accuracy: bool) -> list[float]:
+    params = {name: _suggest(trial, name, knob) for name, knob in spec.space.searched()}
+    try:
+        cfg = spec.configuration(params)
+    except ValueError as e:
+        reason = f"impossible configuration: {e}"
+        trial.set_user_attr("fail_reason", reason)
+        raise TrialFailed(reason) from None
+    cfg = replace(cfg, seeds=spec.seeds)
+    if needs_accuracy and cfg.gp_fraction is not None:
+        cfg = replace(cfg, accuracy=True)
+    out = evaluate(cfg)
+    metrics = out["metrics"]
+    missing = [m for m in spec.metrics if m not in metrics]
+    if missing:
+        reason = f"metric {missing[0]} was not computed"
+        trial.set_user_attr("fail_reason", reason)
+        raise TrialFailed(reason)
+    trial.set_user_attr("metrics", metrics)
+    trial.set_user_attr("models", [{k: r[k] for k in ("model", "speedup", "speedup_same_hw", "energy_j",
+                                                        "energy_saving", "step_ms_adagp_bp", "step_ms_gp")}
+                                   for r in out["models"]])
+    if out["surrogate"] is not None:
+        trial.set_user_attr("surrogate", {k: v for k, v in out["surrogate"].items()
+                                          if isinstance(v, (int, float, str, bool))})
+    trial.set_user_attr("config", cfg.to_dict())
+    for c in spec.constraints:
+        trial.set_constraint(str(c), c.violation(metrics[c.metric]))
+    return [metrics[m] for m in spec.metrics]
 
 
 def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
@@ -247,60 +334,89 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
-def _finished(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=FINISHED))
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
-def _fail_stale(study: optuna.Study) -> int:
-    """Mark RUNNING trials left by a killed single-process run as FAIL (only without heartbeats)."""
-    n = 0
+def recover_dead_workers(study: optuna.Study) -> list[int]:
+    """Fail and retry RUNNING trials whose worker process on this machine has died (SIGKILL, OOM, crash).
+
+    This is the local counterpart of Optuna's heartbeats (which need an RDB storage): it works on every
+    storage, journal files included, for workers on the same machine. Each such trial is marked FAIL and a
+    copy with the same parameters is queued (``retry_of`` = its number). Returns the retried numbers.
+    """
+    out = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_user_attr(t._trial_id, "fail_reason", "interrupted: the run that owned it "
-                                                                         "stopped without finishing it")
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        n += 1
-    return n
+        owner = t.user_attrs.get("worker", "")
+        host, _, pid = owner.rpartition(":")
+        if host != _HOST or not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        try:
+            study.tell(t.number, state=TrialState.FAIL)
+        except Exception:  # noqa: BLE001 - another worker got there first
+            continue
+        study.enqueue_trial(t.params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
+        out.append(t.number)
+    return out
 
 
 def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
         progress: Callable[[dict], None] | None = None, worker: int = 0, heartbeat: int | None = None,
-        fail_stale: bool = True) -> RunResult:
-    """Run (or resume) ``spec`` until ``trials`` (default ``spec.trials``) trials have finished.
+        poll: float = 0.5) -> RunResult:
+    """Run (or resume) ``spec`` until ``trials`` (default ``spec.trials``) trials count as done.
+
+    Done means complete or genuinely failed (an impossible configuration, an error): a trial interrupted by
+    Ctrl-C/SIGTERM does not count, and one whose worker died is retried and counts once. Several processes
+    (``worker`` = 0, 1, ...) can run this on one study: the budget is met exactly; a trial started beyond it
+    by a race is pruned with the reason "budget reached by other workers".
 
     ``progress(figures)`` is called after each trial with ``finished``, ``budget``, ``front``,
-    ``hypervolume``, ``last`` (the trial's number and state). The sampler's seed for a (re)started run is
-    ``spec.seed + 1000 * worker + finished-so-far``: deterministic for a given history, and a resumed run
-    does not replay the first run's samples.
+    ``hypervolume``, ``last``. The sampler's seed is ``spec.seed + 1000 * worker + done-so-far``:
+    deterministic for a given history, and a resumed run does not replay the first run's samples.
+    ``heartbeat`` (seconds; RDB storages) lets any machine detect a dead worker's trial and retry it.
     """
     budget = trials or spec.trials
     probe = open_study(spec, storage, create=True, heartbeat=heartbeat)
-    if fail_stale and heartbeat is None and worker == 0:
-        _fail_stale(probe)
-    done = _finished(probe)
+    recover_dead_workers(probe)
+    done = budget_state(probe)["done"]
     study = open_study(spec, storage, create=True, seed=spec.seed + 1000 * worker + done, heartbeat=heartbeat)
     ref = hv_reference(spec)
+    objective = _objective(spec, budget)
     interrupted = False
+    t0 = time.monotonic()
 
     def callback(st: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        n = _finished(st)
-        if n >= budget:
-            st.stop()
         if progress is not None:
             pts = load_points(st, spec)
-            progress({"finished": n, "budget": budget, "front": len(front(pts, spec.directions)),
+            progress({"finished": min(budget, budget_state(st)["done"]), "budget": budget,
+                      "front": len(front(pts, spec.directions)),
                       "hypervolume": hypervolume(pts, spec.directions, ref),
                       "last": (trial.number, trial.state.name)})
 
-    remaining = budget - done
-    if remaining > 0:
-        try:
-            with _sigterm_as_interrupt():
-                study.optimize(_objective(spec), n_trials=remaining, timeout=timeout, catch=(TrialFailed,),
-                               callbacks=[callback], gc_after_trial=False)
-        except KeyboardInterrupt:
-            interrupted = True
+    try:
+        with _sigterm_as_interrupt():
+            while timeout is None or time.monotonic() - t0 < timeout:
+                recover_dead_workers(study)
+                if heartbeat:
+                    optuna.storages.fail_stale_trials(study)
+                b = budget_state(study)
+                if b["done"] >= budget:
+                    break
+                if b["done"] + b["active"] >= budget and not b["waiting"]:
+                    time.sleep(poll)  # the last trials run elsewhere: wait for them (or for their retry)
+                    continue
+                study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[callback],
+                               gc_after_trial=False)
+    except KeyboardInterrupt:
+        interrupted = True
     pts = load_points(study, spec)
-    return RunResult(finished=_finished(study), budget=budget, complete=len(pts),
+    return RunResult(finished=budget_state(study)["done"], budget=budget, complete=len(pts),
                      front=len(front(pts, spec.directions)),
                      hypervolume=hypervolume(pts, spec.directions, ref), interrupted=interrupted,
-                     storage=mask_url(storage_url(spec, storage)))
+                     storage=mask_url(storage_url(spec, storage)), failed=failed_count(study))

@@ -158,7 +158,9 @@ class StudySpec:
         if "sampler" in kw and kw["sampler"] not in SAMPLERS:
             raise UsageError(f"--sampler: {kw['sampler']!r} is not a sampler; choose one of {', '.join(SAMPLERS)}")
         if "trials" in kw and kw["trials"] < 1:
-            raise UsageError(f"--trials: must be >= 1, got {kw['trials']}")
+            raise UsageError(f"--trials: must be an integer >= 1, got {kw['trials']}")
+        if "seed" in kw and kw["seed"] < 0:
+            raise UsageError(f"--seed: must be an integer >= 0, got {kw['seed']}")
         spec = replace(self, **kw)
         if spec.sampler == "grid":
             _check_grid(spec.space)
@@ -192,7 +194,10 @@ def _check_values(space: Space, base: Configuration) -> None:
                     Hardware.from_dict({**base.hardware.to_dict(), **v})
             except (ValueError, TypeError) as e:
                 shown = next(iter(v.values())) if len(v) == 1 else v
-                raise UsageError(f"space.{name}: value {shown!r} is not allowed: {e}") from None
+                why = str(e)
+                if len(v) == 1 and why.startswith(f"{fld}: "):  # the field is already named
+                    why = why[len(fld) + 2:]
+                raise UsageError(f"space.{name}: value {shown!r} is not allowed: {why}") from None
 
 
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
@@ -215,7 +220,9 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     _check_values(space, base)
     objs = doc.get("objectives")
     if not isinstance(objs, list) or not 2 <= len(objs) <= 4:
-        raise UsageError("objectives: give 2 to 4 [[objectives]] tables, each with a metric "
+        got = f"got {len(objs)}" if isinstance(objs, list) else "got none" if objs is None else \
+            "got a single value"
+        raise UsageError(f"objectives: give 2 to 4 [[objectives]] tables ({got}), each with a metric "
                          f"({', '.join(METRICS)})")
     objectives = []
     for i, o in enumerate(objs):
