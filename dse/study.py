@@ -104,8 +104,8 @@ def _storage(url: str, *, heartbeat: int | None = None):
         hint = ""
         if "file is not a database" in reason or "malformed" in reason:
             hint = " (the SQLite file is corrupt or not a database: move it away to start afresh)"
-        elif "psycopg" in reason or "No module named" in reason:
-            hint = " (PostgreSQL needs the driver: pip install 'dse[postgres]')"
+        elif "psycopg" in reason or "No module named" in reason or "DB access module" in reason:
+            hint = " (PostgreSQL needs the driver: pip install 'dse[postgres]' (psycopg 3))"
         raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}{hint}") from None
 
 

@@ -1,0 +1,211 @@
+"""Several workers on one study: exact budgets, a SIGKILLed worker's trial retried, signals, resume.
+
+The journal-file tests need no server. The PostgreSQL tests run when DSE_TEST_POSTGRES holds a URL (CI
+starts a server on loopback and sets it, see .ci/run); elsewhere they are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from dse.study import budget_state, open_study
+from dse.studyfile import load_study
+
+SLOW_STUDY = """
+[study]
+name = "{name}"
+sampler = "random"
+seed = 1
+trials = {trials}
+seeds = 1
+
+[workload]
+models = ["resnet18"]
+dataset = "cifar10"
+batch = 64
+dataset_size = 5000
+epochs = 2
+
+[training]
+task = "digits"
+network = "cnn"
+epochs = 3
+
+[reference]
+rows = 16
+cols = 16
+
+[space.training]
+pred_width = {{ low = 1, high = 1000 }}   # every trial trains a new surrogate setting (about a second)
+
+[space.hardware]
+rows = [8, 16, 32]
+
+[[objectives]]
+metric = "accuracy_drop"
+
+[[objectives]]
+metric = "speedup"
+"""
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """A fresh surrogate cache per test, so that trials really train (a cache hit takes microseconds)."""
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _study(tmp_path, name="slow", trials=6):
+    p = tmp_path / f"{name}.toml"
+    p.write_text(SLOW_STUDY.format(name=name, trials=trials))
+    return p
+
+
+def _cli(*args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "dse.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env or os.environ.copy())
+
+
+def _wait_running(spec, storage, timeout=60):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            st = open_study(spec, storage, create=False)
+        except Exception:  # noqa: BLE001 - not created yet
+            time.sleep(0.2)
+            continue
+        for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if "worker" in t.user_attrs:
+                return t
+        time.sleep(0.1)
+    raise AssertionError("no trial started")
+
+
+def _check_exact(spec, storage, budget, killed=None):
+    st = open_study(spec, storage, create=False)
+    trials = st.get_trials()
+    numbers = [t.number for t in trials]
+    assert numbers == list(range(len(trials)))  # no duplicate, no gap
+    assert budget_state(st)["done"] == budget
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == budget
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    if killed is not None:
+        k = next(t for t in trials if t.number == killed.number)
+        assert k.state == TrialState.FAIL
+        retries = [t for t in trials if t.user_attrs.get("retry_of") == killed.number
+                   or t.system_attrs.get("failed_trial") == killed.number]
+        assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
+        # the retry re-runs the same parameters (those sampled before the kill; the rest are sampled anew)
+        assert k.params.items() <= retries[0].params.items()
+    return st
+
+
+def test_two_local_workers_on_a_journal_reach_the_budget_exactly(tmp_path):
+    f = _study(tmp_path, trials=8)
+    p = _cli("run", str(f), "--workers", "2", "--quiet")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    spec = load_study(f)
+    assert (tmp_path / "slow.journal").exists()
+    st = _check_exact(spec, None, 8)
+    owners = {t.user_attrs["worker"] for t in st.get_trials() if "worker" in t.user_attrs}
+    assert len(owners) == 2  # both workers took trials
+
+
+def test_a_sigkilled_local_worker_has_its_trial_retried(tmp_path):
+    f = _study(tmp_path, trials=6)
+    spec = load_study(f)
+    p = _cli("run", str(f), "--workers", "2", "--quiet")
+    victim = _wait_running(spec, f"journal:///{tmp_path / 'slow.journal'}")
+    os.kill(int(victim.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    _check_exact(spec, None, 6, killed=victim)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_keep_completed_trials_and_resume(tmp_path, sig):
+    f = _study(tmp_path, trials=8)
+    spec = load_study(f)
+    p = _cli("run", str(f), "--quiet")
+    t0 = time.time()
+    st = None
+    while time.time() - t0 < 120:  # wait until one trial is complete and the next one runs
+        try:
+            st = open_study(spec, None, create=False)
+            states = [t.state for t in st.get_trials(deepcopy=False)]
+            if 1 <= states.count(TrialState.COMPLETE) <= 4 and states[-1] == TrialState.RUNNING:
+                break
+        except Exception:  # noqa: BLE001
+            pass
+        time.sleep(0.1)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err
+    st = open_study(spec, None, create=False)
+    trials = st.get_trials()
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    done_before = budget_state(st)["done"]
+    assert 1 <= done_before < 8
+    interrupted = [t for t in trials if t.state == TrialState.FAIL]
+    assert interrupted and all(t.user_attrs["fail_reason"].startswith("interrupted") for t in interrupted)
+    p = _cli("run", str(f), "--quiet")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    _check_exact(spec, None, 8)
+
+
+PG = os.environ.get("DSE_TEST_POSTGRES")
+if not PG and os.environ.get("CI"):
+    raise RuntimeError("CI must run the PostgreSQL tests: .ci/run starts a server and sets DSE_TEST_POSTGRES")
+needs_pg = pytest.mark.skipif(not PG, reason="DSE_TEST_POSTGRES is not set (CI sets it; see .ci/run)")
+
+
+def _fresh_pg_name(tag):
+    return f"{tag}_{os.getpid()}_{int(time.time() * 1000) % 10**8}"
+
+
+@needs_pg
+@pytest.mark.postgres
+def test_three_postgres_workers_reach_the_budget_exactly(tmp_path):
+    name = _fresh_pg_name("pg3")
+    f = _study(tmp_path, name=name, trials=9)
+    spec = load_study(f)
+    open_study(spec, PG, create=True)  # created once, as a coordinator would
+    procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet") for i in range(3)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert "s3cret" not in out + err
+    st = _check_exact(spec, PG, 9)
+    assert len({t.user_attrs["worker"] for t in st.get_trials() if "worker" in t.user_attrs}) >= 2
+    assert st.get_trials(states=(TrialState.COMPLETE,))
+
+
+@needs_pg
+@pytest.mark.postgres
+def test_a_sigkilled_postgres_worker_has_its_trial_retried(tmp_path):
+    name = _fresh_pg_name("pgkill")
+    f = _study(tmp_path, name=name, trials=6)
+    spec = load_study(f)
+    open_study(spec, PG, create=True)
+    procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet", "--heartbeat", "1")
+             for i in range(3)]
+    victim = _wait_running(spec, PG)
+    pid = int(victim.user_attrs["worker"].rsplit(":", 1)[1])
+    os.kill(pid, signal.SIGKILL)
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        if p.pid != pid:
+            assert p.returncode == 0, err
+    _check_exact(spec, PG, 6, killed=victim)
