@@ -120,12 +120,11 @@ class _Costed:
         tot = {k: 0.0 for k in ("sec", "compute", "dram")}
         energy = {k: 0.0 for k in ENERGY_KEYS}
         if g.any() and W[g].any():
-            c = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, sum_over=W[g],
-                          include_leakage=False)
-            dram = c.dram_read_bytes + c.dram_write_bytes
-            tot = {"sec": c.total_cycles / clock, "compute": c.compute_cycles / clock, "dram": dram}
-            for k in ("mac", "rf", "interpe", "sram", "dram"):
-                energy[k] = energy[k] + c.energy_pj[k]
+            c = _gemm_reduced(ops, g, W[g], hw, tech)
+            tot = {"sec": c["total_cycles"] / clock, "compute": c["compute_cycles"] / clock, "dram": c["dram"]}
+            for k in ("mac", "rf", "interpe", "sram"):
+                energy[k] = energy[k] + c[k]
+            energy["dram"] = energy["dram"] + c["dram_energy"]
         v = ~g
         if v.any() and W[v].any():
             c = vector_cost(ops.vec_elems[v], hw=hw, tech=tech, sum_over=W[v], include_leakage=False)
@@ -149,6 +148,35 @@ class _Costed:
             self.dram_s[n] = self.dram[n] / (bpc[:, 0] if squeeze else bpc) / (clock[:, 0] if squeeze else clock)
             self.energy[n] = {k: pick(energy[k]) for k in ENERGY_KEYS}
             start += w
+
+
+#: (configuration, op) elements per chunk when reducing GEMM costs: bounds memory for large sweeps
+_CHUNK = 1 << 18
+
+
+def _gemm_reduced(ops, sel: np.ndarray, W: np.ndarray, hw: HardwareArray, tech: Tech) -> dict:
+    """The GEMM fields the schedule needs, summed over ops with weights ``W`` (L_sel, P) -> (H, P).
+
+    Costs are computed per op in chunks of configurations and only the needed fields are reduced (cheaper
+    than reducing every field of :class:`accel.gemm.GemmCost`).
+    """
+    M, K, N, R = ops.M[sel], ops.K[sel], ops.N[sel], ops.repeat[sel]
+    H, P = len(hw), W.shape[1]
+    keys = ("total_cycles", "compute_cycles", "dram", "mac", "rf", "interpe", "sram")
+    out = {k: np.empty((H, P)) for k in keys}
+    step = max(1, _CHUNK // max(1, len(M)))
+    for a in range(0, H, step):
+        idx = np.arange(a, min(H, a + step))
+        c = gemm_cost(M, K, N, R, hw=hw.take(idx) if (a or len(idx) < H) else hw, tech=tech,
+                      include_leakage=False)
+        out["total_cycles"][idx] = c.total_cycles @ W
+        out["compute_cycles"][idx] = c.compute_cycles @ W
+        out["dram"][idx] = (c.dram_read_bytes + c.dram_write_bytes) @ W
+        for k in ("mac", "rf", "interpe", "sram"):
+            out[k][idx] = c.energy_pj[k] @ W
+        out.setdefault("_dram_e", np.empty((H, P)))[idx] = c.energy_pj["dram"] @ W
+    out["dram_energy"] = out.pop("_dram_e")
+    return out
 
 
 def _add_energy(*parts: dict) -> dict:

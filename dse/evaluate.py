@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from accel import Hardware, Tech, area_mm2, default_tech, load_tech, peak_power_w
+from accel import Hardware, HardwareArray, Tech, area_mm2, default_tech, load_tech, peak_power_w
 from accel.schedule import ENERGY_KEYS, job_cost, step_costs
 from dse.errors import UsageError
 from dse.schema import check_keys, load_toml, take
@@ -34,8 +34,8 @@ from dse.workload import Workload
 from models.predictor import PredictorShape, predictor_ops, predictor_params
 from models.surrogate import SurrogateConfig
 
-__all__ = ["Configuration", "evaluate", "evaluate_hardware", "load_configuration", "METRICS",
-           "predictor_shape"]
+__all__ = ["Configuration", "evaluate", "evaluate_hardware", "hardware_metrics", "load_configuration",
+           "METRICS", "predictor_shape"]
 
 #: metrics a study may use as objectives or constraints, with units
 METRICS = {
@@ -232,6 +232,52 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
         "models": len(rows),
     }
     return {"models": rows, "summary": summary}
+
+
+def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float) -> dict[str, np.ndarray]:
+    """The hardware metrics of ``cfg``'s training knobs over many accelerators at once (arrays (H,)).
+
+    The same formulas as :func:`evaluate_hardware` (``speedup`` and ``speedup_same_hw`` as geometric means
+    over the workload's models, ``energy_j`` summed, ``energy_saving``, ``area_mm2``, ``power_w``),
+    vectorized over ``hws`` with no Python loop over configurations: for inner searches over thousands of
+    hardware points per trained configuration.
+    """
+    w, tr = cfg.workload, cfg.training
+    tech = _tech(cfg.technology)
+    shape = predictor_shape(tr)
+    scheme = "bp" if tr.scheme == "bp" else "adagp"
+    H = len(hws)
+    log_speed = np.zeros(H)
+    log_same = np.zeros(H)
+    energy = np.zeros(H)
+    time_s = np.zeros(H)
+    energy_ref = 0.0
+    for model in w.models:
+        key = _key(w, model)
+        _, ref = _reference(key, w, cfg.reference, cfg.technology)
+        energy_ref += float(ref.energy_total_j)
+        for wb in np.unique(hws.word_bytes):
+            idx = np.flatnonzero(hws.word_bytes == wb)
+            sub = hws.take(idx)
+            ops = _ops(key, w.batch, w.optimizer, int(wb))
+            pt, pi = _pred_ops(key, shape, w.batch, int(wb))
+            steps = step_costs(ops, pred_train=pt, pred_infer=pi, hw=sub, tech=tech)
+            job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction,
+                           scheme=scheme)
+            bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")
+            log_speed[idx] += np.log(ref.time_s / job.time_s)
+            log_same[idx] += np.log(bp_here.time_s / job.time_s)
+            energy[idx] += job.energy_total_j
+            time_s[idx] += job.time_s
+    n = len(w.models)
+    return {
+        "speedup": np.exp(log_speed / n),
+        "speedup_same_hw": np.exp(log_same / n),
+        "energy_j": energy,
+        "energy_saving": 1.0 - energy / energy_ref,
+        "area_mm2": np.asarray(area_mm2(hws, tech), dtype=np.float64),
+        "power_w": energy / time_s,
+    }
 
 
 def _geomean(xs: list[float]) -> float:

@@ -1,0 +1,226 @@
+"""The hybrid co-search: Optuna samples training knobs; the cheap hardware model searches hardware.
+
+A joint sampler spends a training-surrogate run (seconds) on every trial to learn about hardware it could
+have enumerated for microseconds. The hybrid strategy splits the two:
+
+1. an *outer* Optuna study (stored beside the main one as ``<name>.training``, same sampler and seed) samples
+   only the training knobs;
+2. the surrogate runs once for them (cached);
+3. the hardware space is searched by the vectorized model (:func:`dse.evaluate.hardware_metrics`):
+   exhaustively when its grid has at most ``inner_points`` points, otherwise on ``inner_points`` random
+   points (seeded); impossible hardware is skipped;
+4. the feasible hardware sub-front (non-dominated in the study's objectives, the training metrics held
+   fixed) is thinned to at most ``front_size`` points (evenly along the first hardware objective) and
+   enters the main study as ordinary trials -- enqueued with their parameters and evaluated by the same
+   objective as a joint search (the surrogate is a cache hit), so ``pareto``, ``plot`` and ``export``
+   work unchanged;
+5. the outer study is told, per objective, the best value the sub-front reached (what these training
+   knobs make possible).
+
+The budget counts main-study trials, as for a joint search; ``dse status`` and the benchmark count
+surrogate runs as distinct training settings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+import moocore
+import numpy as np
+import optuna
+
+from accel import Hardware, HardwareArray
+from dse.evaluate import evaluate, hardware_metrics
+from dse.space import Bundle, Choice, Fixed, Range
+from dse.study import (RunResult, _objective, _sampler, _sigterm_as_interrupt, _storage, _suggest,
+                       budget_state, failed_count, hv_reference, load_points, mask_url, open_study,
+                       recover_dead_workers, storage_url)
+from dse.pareto import front, hypervolume
+from dse.studyfile import StudySpec
+
+__all__ = ["run_hybrid", "hardware_candidates"]
+
+_ACC = {"accuracy", "accuracy_drop", "predictor_gain"}
+
+
+def _knob_values(knob) -> list | None:
+    """All values of a finite knob (None when it is continuous)."""
+    if isinstance(knob, (Choice, Bundle)):
+        return knob.values()
+    if isinstance(knob, Range):
+        try:
+            return knob.values()
+        except Exception:  # noqa: BLE001 - continuous
+            return None
+    return None
+
+
+def hardware_candidates(spec: StudySpec, *, max_points: int, seed: int) -> list[dict[str, Any]]:
+    """Hardware knob assignments (parameter name -> value) to search: the whole grid if it is finite and
+    has at most ``max_points`` points, else ``max_points`` random points."""
+    knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("hardware.")]
+    rng = np.random.default_rng(seed)
+    grids = [_knob_values(k) for _, k in knobs]
+    if all(g is not None for g in grids) and math.prod(len(g) for g in grids) <= max_points:
+        return [dict(zip([n for n, _ in knobs], combo)) for combo in itertools.product(*grids)]
+    out = []
+    for _ in range(max_points):
+        p = {}
+        for (n, k), g in zip(knobs, grids):
+            if g is not None:
+                p[n] = g[rng.integers(len(g))]
+            elif k.log:
+                v = math.exp(rng.uniform(math.log(k.low), math.log(k.high)))
+                p[n] = int(round(v)) if k.integer else v
+            else:
+                v = rng.uniform(k.low, k.high)
+                p[n] = int(round(v)) if k.integer else v
+        out.append(p)
+    return out
+
+
+def _hardware(spec: StudySpec, params: dict) -> Hardware | None:
+    hw = spec.base.hardware.to_dict()
+    for n, k in spec.space:
+        if n.startswith("hardware."):
+            field = n.split(".", 1)[1]
+            if isinstance(k, Fixed):
+                hw[field] = k.value
+            elif isinstance(k, Bundle):
+                hw.update(k.table(params[n]))
+            else:
+                hw[field] = params[n]
+    try:
+        return Hardware.from_dict(hw)
+    except (ValueError, TypeError):
+        return None
+
+
+def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
+    if len(idx) <= k:
+        return idx
+    order = idx[np.argsort(key[idx], kind="stable")]
+    picks = np.unique(np.round(np.linspace(0, len(order) - 1, k)).astype(int))
+    return order[picks]
+
+
+def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | None = None,
+               timeout: float | None = None, progress: Callable[[dict], None] | None = None,
+               inner_points: int | None = None, front_size: int | None = None) -> RunResult:
+    """Run (or resume) ``spec`` with the hybrid strategy until ``trials`` main-study trials are done."""
+    budget = trials or spec.trials
+    inner_points = inner_points or spec.inner_points
+    front_size = front_size or spec.front_size
+    url = storage_url(spec, storage)
+    main = open_study(spec, url, create=True)
+    recover_dead_workers(main)
+    done0 = budget_state(main)["done"]
+    main = open_study(spec, url, create=True, seed=spec.seed + done0)
+    train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+    outer_store = _storage(url)
+    outer_name = f"{spec.name}.training"
+    outer = optuna.create_study(storage=outer_store, study_name=outer_name, directions=spec.directions,
+                                load_if_exists=True)
+    for t in outer.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        outer.tell(t.number, state=optuna.trial.TrialState.FAIL)  # left by an interrupted run
+    # seeded by the history's length, so that a resumed run does not replay the first run's samples
+    outer = optuna.load_study(storage=outer_store, study_name=outer_name,
+                              sampler=_sampler(spec, spec.seed + len(outer.trials)))
+    ref = hv_reference(spec)
+    objective = _objective(spec, budget)
+    maxi = np.array([d == "maximize" for d in spec.directions])
+    hw_metrics = [m for m in spec.metrics if m not in _ACC]
+    interrupted = False
+    t0 = time.monotonic()
+
+    def callback(st, trial):
+        if progress is not None:
+            pts = load_points(st, spec)
+            progress({"finished": min(budget, budget_state(st)["done"]), "budget": budget,
+                      "front": len(front(pts, spec.directions)),
+                      "hypervolume": hypervolume(pts, spec.directions, ref),
+                      "last": (trial.number, trial.state.name)})
+
+    try:
+        with _sigterm_as_interrupt():
+            while budget_state(main)["done"] < budget:
+                if timeout is not None and time.monotonic() - t0 > timeout:
+                    break
+                ot = outer.ask()
+                tparams = {n: _suggest(ot, n, k) for n, k in train_knobs}
+                try:
+                    cfg = spec.configuration({**tparams, **{n: _first(k) for n, k in spec.space.searched()
+                                                            if n.startswith("hardware.")}})
+                except ValueError:
+                    outer.tell(ot, state=optuna.trial.TrialState.FAIL)
+                    continue
+                cfg = replace(cfg, seeds=spec.seeds)
+                sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
+                gpf = sur["metrics"]["gp_fraction"]
+                cands = hardware_candidates(spec, max_points=inner_points, seed=spec.seed + len(outer.trials))
+                hws, keep = [], []
+                for c in cands:
+                    h = _hardware(spec, c)
+                    if h is not None:
+                        hws.append(h)
+                        keep.append(c)
+                if not hws:
+                    outer.tell(ot, state=optuna.trial.TrialState.FAIL)
+                    continue
+                arr = HardwareArray.from_list(hws)
+                hm = hardware_metrics(cfg, arr, gpf)
+                metrics = {**{k: np.full(len(hws), v) for k, v in sur["metrics"].items()
+                              if k in _ACC}, **hm}
+                feasible = np.ones(len(hws), dtype=bool)
+                for c in spec.constraints:
+                    v = metrics[c.metric]
+                    if c.max is not None:
+                        feasible &= v <= c.max
+                    if c.min is not None:
+                        feasible &= v >= c.min
+                idx = np.flatnonzero(feasible)
+                if len(idx):
+                    vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
+                    nd = moocore.is_nondominated(vals, maximise=maxi.tolist())
+                    idx = idx[nd]
+                    key = metrics[hw_metrics[0]] if hw_metrics else np.zeros(len(hws))
+                    idx = _thin(idx, key, front_size)
+                else:  # nothing feasible: enter the least-violating point, so the study records why
+                    viol = np.zeros(len(hws))
+                    for c in spec.constraints:
+                        v = metrics[c.metric]
+                        if c.max is not None:
+                            viol += np.maximum(0.0, v - c.max)
+                        if c.min is not None:
+                            viol += np.maximum(0.0, c.min - v)
+                    idx = np.array([int(np.argmin(viol))])
+                left = budget - budget_state(main)["done"]
+                idx = idx[:left]
+                for i in idx:
+                    main.enqueue_trial({**tparams, **keep[i]}, skip_if_exists=False)
+                main.optimize(objective, n_trials=len(idx), catch=(Exception,), callbacks=[callback],
+                              gc_after_trial=False)
+                best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
+                        for m, mx in zip(spec.metrics, maxi)]
+                outer.tell(ot, best)
+    except KeyboardInterrupt:
+        interrupted = True
+        for t in outer.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            outer.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    pts = load_points(main, spec)
+    return RunResult(finished=budget_state(main)["done"], budget=budget, complete=len(pts),
+                     front=len(front(pts, spec.directions)), hypervolume=hypervolume(pts, spec.directions, ref),
+                     interrupted=interrupted, storage=mask_url(url), failed=failed_count(main),
+                     surrogate_runs=len(outer.trials))
+
+
+def _first(knob):
+    if isinstance(knob, (Choice, Bundle)):
+        return knob.values()[0]
+    if isinstance(knob, Range):
+        return knob.low
+    return knob.value if isinstance(knob, Fixed) else None
