@@ -18,6 +18,8 @@ __all__ = ["SurrogateConfig", "TASKS", "NETWORKS", "SCHEMES", "load_training_tab
 TASKS = ("mnist1d", "digits")
 NETWORKS = ("cnn", "cnn_pool", "mlp")
 SCHEMES = ("adagp", "null", "dni", "bp")
+PRED_FEATURES = ("level", "deviation", "both")
+PRED_OUTPUTS = ("row", "factored")
 
 #: Knobs that change the plain-BP reference run (the BP cache key uses only these).
 BP_KNOBS = ("task", "network", "width", "epochs", "batch_size", "lr", "lr_decay", "momentum")
@@ -59,6 +61,9 @@ RULES: dict[str, tuple] = {
     "pred_head": _int(0, 4096),
     "pred_layer_code": _BOOL,
     "pred_lr": _float(0.0, 1.0, lo_open=True),
+    "pred_features": _choice(*PRED_FEATURES),
+    "pred_output": _choice(*PRED_OUTPUTS),
+    "pred_steps": _int(1, 16),
     # schedule
     "warmup": _float(0.0, 1.0, hi_open=True),
     "adaptive": _BOOL,
@@ -136,7 +141,11 @@ class SurrogateConfig:
     Predictor (ADA-GP): ``pred_input`` pooled length of a reorganized channel, ``pred_hidden_layers`` and
     ``pred_width`` of its MLP, ``pred_head`` output width (0: the largest fan-in + 1 for the bias, masked
     for smaller layers; smaller: tiled), ``pred_layer_code`` (append a one-hot layer index to the input;
-    ours, not the paper's), ``pred_lr`` (Adam).
+    ours, not the paper's), ``pred_lr`` (Adam). Ours, not the paper's: ``pred_features`` (``"level"``: the
+    pooled map divided by its RMS; ``"deviation"``: the pooled map minus its running mean, divided by a
+    running RMS; ``"both"``), ``pred_output`` (``"row"``: the full gradient row; ``"factored"``: one
+    coefficient per channel times the layer's batch-mean input patch, then 1 for the bias) and
+    ``pred_steps`` (Adam steps per BP batch).
 
     Schedule: ``warmup`` fraction of all steps in plain BP; then BP phases of ``bp_phase`` steps alternate
     with GP phases. ``adaptive``: after each BP phase the GP-phase length doubles if the predictor's mean
@@ -162,6 +171,9 @@ class SurrogateConfig:
     pred_head: int = 0
     pred_layer_code: bool = False
     pred_lr: float = 0.001
+    pred_features: str = "level"
+    pred_output: str = "row"
+    pred_steps: int = 1
     warmup: float = 0.1
     adaptive: bool = False
     gp_fraction: float = 0.2

@@ -23,12 +23,13 @@ def row(label: str, cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, Any
     return d
 
 
-def oracle_row(label: str, cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, Any]:
-    """The diagnostic upper bound: GP steps apply the true gradient of an independent batch."""
+def oracle_row(label: str, cfg: SurrogateConfig, seeds: Sequence[int], kind: str = "oracle") -> dict[str, Any]:
+    """A diagnostic run against its null control: ``oracle`` (GP steps apply the true gradient of an
+    independent batch) or ``stale`` (GP steps apply the layer's last true gradient)."""
     acc, bp, null, gp = [], [], [], []
     for s in seeds:
         b, _ = _run(cfg, "bp", s, True)
-        o, _ = _run(cfg, "oracle", s, True)
+        o, _ = _run(cfg, kind, s, True)
         n, _ = _run(cfg, "null", s, True, replay_from=o)
         acc.append(o["accuracy"])
         bp.append(b["accuracy"])
@@ -96,6 +97,27 @@ def tables(seeds: Sequence[int]) -> dict[str, str]:
         row("adagp, classifier predicted too", half.replace(true_output_grad=False), seeds),
         row("dni (cDNI, linear modules)", half.replace(scheme="dni"), seeds),
         oracle_row("oracle: true gradient of an independent batch", half, seeds),
+    ])
+    out["diagnosis"] = markdown([
+        row("adagp, fixed 0.2 (default)", base, seeds),
+        row("adagp, deviation input, fixed 0.2", base.replace(pred_features="deviation"), seeds),
+        row("adagp, deviation input + factored output, fixed 0.2",
+            base.replace(pred_features="deviation", pred_output="factored"), seeds),
+        row("adagp, fixed 0.4", base.replace(gp_fraction=0.4), seeds),
+        row("adagp, deviation input, fixed 0.4", base.replace(gp_fraction=0.4, pred_features="deviation"), seeds),
+        row("adagp, deviation input, fixed 0.5", half.replace(pred_features="deviation"), seeds),
+        row("adagp, deviation + factored, fixed 0.5", half.replace(pred_features="deviation", pred_output="factored"),
+            seeds),
+        row("adagp, deviation + factored, 4 Adam steps per BP batch, fixed 0.5",
+            half.replace(pred_features="deviation", pred_output="factored", pred_steps=4), seeds),
+        row("adagp, level + deviation + factored, fixed 0.5",
+            half.replace(pred_features="both", pred_output="factored"), seeds),
+        row("adagp, factored output (level input), fixed 0.5", half.replace(pred_output="factored"), seeds),
+        row("adagp, fixed 0.5, BP phases of 1 step", half.replace(bp_phase=1), seeds),
+        oracle_row("stale: last true gradient, fixed 0.5, BP phases of 4", half, seeds, "stale"),
+        oracle_row("stale: last true gradient, fixed 0.5, BP phases of 1", half.replace(bp_phase=1), seeds, "stale"),
+        oracle_row("stale: last true gradient, fixed 0.4, BP phases of 1",
+                   base.replace(gp_fraction=0.4, bp_phase=1), seeds, "stale"),
     ])
     out["longer"] = markdown([
         row("adagp, fixed 0.5, 20 epochs", half.replace(epochs=20), seeds),

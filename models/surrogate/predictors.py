@@ -15,6 +15,7 @@ import numpy as np
 __all__ = ["Adam", "AdaGPPredictor", "DNIPredictor", "pool_matrix", "grad_matrix"]
 
 _SCALE_DECAY = 0.9
+_FEAT_DECAY = 0.95  # running mean of a layer's pooled map, for the deviation input (ours)
 
 
 def grad_matrix(dW: np.ndarray, db: np.ndarray) -> np.ndarray:
@@ -78,8 +79,13 @@ class AdaGPPredictor:
         self.n_layers = len(rows)
         self.P = cfg.pred_input
         self.code = cfg.pred_layer_code
-        self.H = cfg.pred_head if cfg.pred_head > 0 else max(rows)
-        n_in = self.P + (self.n_layers if self.code else 0)
+        self.feat = cfg.pred_features
+        self.factored = cfg.pred_output == "factored"
+        if self.factored:
+            self.H = 1
+        else:
+            self.H = cfg.pred_head if cfg.pred_head > 0 else max(rows)
+        n_in = self.P * (2 if self.feat == "both" else 1) + (self.n_layers if self.code else 0)
         dims = [n_in] + [cfg.pred_width] * cfg.pred_hidden_layers + [self.H]
         self.Ws, self.bs = [], []
         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
@@ -91,12 +97,17 @@ class AdaGPPredictor:
         self.scales = _Scales(self.n_layers)
         self._pool: dict[int, np.ndarray] = {}
         self.idx = [np.arange(f) % self.H for f in self.rows]
+        self.steps = cfg.pred_steps
+        self._mean: list = [None] * self.n_layers  # running mean of each layer's pooled map (deviation input)
+        self._dev_rms = [0.0] * self.n_layers
 
     def n_params(self) -> int:
         return int(sum(w.size for w in self.Ws) + sum(b.size for b in self.bs))
 
     # -- tensor reorganization -------------------------------------------------------------------------
     def features(self, li: int, act: np.ndarray) -> np.ndarray:
+        """The predictor's input for each output channel of layer ``li`` (one row per channel). It updates
+        the layer's running statistics, so call it once per step and layer."""
         a = act.mean(axis=0)  # (L, C) for a feature map, (C,) for a vector
         if a.ndim == 1:
             a = a[None, :]
@@ -104,8 +115,20 @@ class AdaGPPredictor:
         pm = self._pool.get(L)
         if pm is None:
             pm = self._pool[L] = pool_matrix(L, self.P)
-        x = (pm.T @ a).T  # (C, P)
-        x = x / (np.sqrt(np.mean(x * x)) + 1e-8)
+        raw = (pm.T @ a).T  # (C, P)
+        parts = []
+        if self.feat in ("level", "both"):
+            parts.append(raw / (np.sqrt(np.mean(raw * raw)) + 1e-8))
+        if self.feat in ("deviation", "both"):
+            m = self._mean[li]
+            dev = np.zeros_like(raw) if m is None else raw - m
+            self._mean[li] = raw.copy() if m is None else _FEAT_DECAY * m + (1 - _FEAT_DECAY) * raw
+            rms = float(np.sqrt(np.mean(dev * dev)))
+            if rms > 0:
+                r = self._dev_rms[li]
+                self._dev_rms[li] = rms if r == 0.0 else _SCALE_DECAY * r + (1 - _SCALE_DECAY) * rms
+            parts.append(dev / (self._dev_rms[li] + 1e-8) if self._dev_rms[li] > 0 else dev)
+        x = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
         if self.code:
             code = np.zeros((x.shape[0], self.n_layers), dtype=np.float32)
             code[:, li] = 1.0
@@ -126,43 +149,73 @@ class AdaGPPredictor:
         return out[:, self.idx[li]]
 
     # -- use -------------------------------------------------------------------------------------------
-    def predict(self, li: int, act: np.ndarray) -> np.ndarray:
-        out = self._forward(self.features(li, act))[-1]
-        return self._rows(li, out) * np.float32(self.scales.s[li])
+    @staticmethod
+    def _basis(xin: np.ndarray) -> np.ndarray:
+        """The factored output's row direction: the layer's batch-mean input patch, then 1 (the bias)."""
+        return np.concatenate([xin.astype(np.float32, copy=False), np.ones(1, np.float32)])
 
-    def bp_step(self, acts: list[np.ndarray], trues: list[np.ndarray]) -> list[np.ndarray]:
-        """Predict every layer's gradient (before learning from this batch), then take one Adam step
-        towards the true gradients. Returns the predictions in the true scale."""
-        feats = [self.features(i, a) for i, a in enumerate(acts)]
-        sizes = [f.shape[0] for f in feats]
-        hs = self._forward(np.concatenate(feats, axis=0))
-        out = hs[-1]
-        preds, dout = [], np.zeros_like(out)
-        start = 0
-        for i, (n, g) in enumerate(zip(sizes, trues)):
-            rows = self._rows(i, out[start : start + n])
-            preds.append(rows * np.float32(self.scales.s[i]))
-            self.scales.update(i, g)
-            diff = rows - g / np.float32(self.scales.s[i])
-            d = (2.0 / (diff.size * self.n_layers)) * diff
-            f = self.rows[i]
-            if f <= self.H:
-                dout[start : start + n, :f] += d
-            else:
-                m = -(-f // self.H)
-                pad = np.zeros((n, m * self.H), dtype=d.dtype)
-                pad[:, :f] = d
-                dout[start : start + n] += pad.reshape(n, m, self.H).sum(axis=1)
+    def _expand(self, li, out, xin):
+        if self.factored:
+            return out[:, :1] * self._basis(xin)[None, :]
+        return self._rows(li, out)
+
+    def predict(self, li: int, act: np.ndarray, xin: np.ndarray | None = None) -> np.ndarray:
+        """Layer ``li``'s predicted gradient ``G`` from its output ``act`` (and, for the factored output,
+        ``xin``: the batch mean of its input patches, length fan-in)."""
+        out = self._forward(self.features(li, act))[-1]
+        return self._expand(li, out, xin) * np.float32(self.scales.s[li])
+
+    def bp_step(
+        self, acts: list[np.ndarray], trues: list[np.ndarray], xins: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """Predict every layer's gradient (before learning from this batch), then take ``pred_steps`` Adam
+        steps towards the true gradients. Returns the predictions in the true scale."""
+        x = np.concatenate([self.features(i, a) for i, a in enumerate(acts)], axis=0)
+        sizes = [g.shape[0] for g in trues]
+        hs = self._forward(x)
+        preds, start = [], 0
+        for i, n in enumerate(sizes):  # in the scale known before this batch
+            xin = None if xins is None else xins[i]
+            preds.append(self._expand(i, hs[-1][start : start + n], xin) * np.float32(self.scales.s[i]))
             start += n
-        # backward through the MLP
-        gW, gb = [None] * len(self.Ws), [None] * len(self.bs)
-        d = dout.astype(np.float32, copy=False)
-        for i in range(len(self.Ws) - 1, -1, -1):
-            gW[i] = hs[i].T @ d
-            gb[i] = d.sum(axis=0)
-            if i > 0:
-                d = (d @ self.Ws[i].T) * (hs[i] > 0)
-        self.opt.step(gW + gb)
+        targets = []
+        for i, g in enumerate(trues):
+            if self.factored:  # least-squares coefficient of each row along the basis
+                u = self._basis(xins[i])
+                t = (g @ u / np.float32(u @ u))[:, None]
+            else:
+                t = g
+            self.scales.update(i, t)
+            targets.append(t / np.float32(self.scales.s[i]))
+        for k in range(self.steps):
+            if k:
+                hs = self._forward(x)
+            out = hs[-1]
+            dout = np.zeros_like(out)
+            start = 0
+            for i, (n, tgt) in enumerate(zip(sizes, targets)):
+                o = out[start : start + n]
+                rows = o[:, :1] if self.factored else self._rows(i, o)
+                diff = rows - tgt
+                d = (2.0 / (diff.size * self.n_layers)) * diff
+                f = tgt.shape[1]
+                if f <= self.H:
+                    dout[start : start + n, :f] += d
+                else:
+                    m = -(-f // self.H)
+                    pad = np.zeros((n, m * self.H), dtype=d.dtype)
+                    pad[:, :f] = d
+                    dout[start : start + n] += pad.reshape(n, m, self.H).sum(axis=1)
+                start += n
+            # backward through the MLP
+            gW, gb = [None] * len(self.Ws), [None] * len(self.bs)
+            d = dout.astype(np.float32, copy=False)
+            for i in range(len(self.Ws) - 1, -1, -1):
+                gW[i] = hs[i].T @ d
+                gb[i] = d.sum(axis=0)
+                if i > 0:
+                    d = (d @ self.Ws[i].T) * (hs[i] > 0)
+            self.opt.step(gW + gb)
         return preds
 
 

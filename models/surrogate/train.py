@@ -131,7 +131,8 @@ def train_run(
     of the run it controls) or ``oracle`` (a diagnostic, not a configurable scheme: GP steps apply the true
     gradient of an independent batch at the current weights, i.e. a perfect predictor of the expected
     gradient with minibatch noise; it needs a backward pass and no schedule knob adapts to it, so use
-    ``adaptive=False``). Returns plain data (accuracy in percent, schedule, timeline, quality)."""
+    ``adaptive=False``) or ``stale`` (a diagnostic too: GP steps apply each predicted layer's last true
+    gradient, i.e. gradient reuse, no predictor; use ``adaptive=False``). Returns plain data (accuracy in percent, schedule, timeline, quality)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
@@ -182,8 +183,10 @@ def _train(cfg, scheme, seed, replay):
     elif scheme == "oracle":
         oracle_rng = np.random.default_rng([seed, 3])
         oracle_g: list[Optional[np.ndarray]] = [None] * len(predicted)
+    elif scheme == "stale":
+        stale_g: list[Optional[np.ndarray]] = [None] * len(predicted)
     elif scheme not in ("bp", "null"):
-        raise ValueError(f"scheme: one of 'bp', 'adagp', 'dni', 'null', 'oracle' (got {scheme!r})")
+        raise ValueError(f"scheme: one of 'bp', 'adagp', 'dni', 'null', 'oracle', 'stale' (got {scheme!r})")
     if scheme == "null" and replay is None:
         raise ValueError("null: needs the GP mask of the run it controls")
 
@@ -192,10 +195,16 @@ def _train(cfg, scheme, seed, replay):
     last_true: list[Optional[np.ndarray]] = [None] * len(predicted)
     tau = [_AGENT_TAU0] * len(predicted)
 
+    factored = cfg.pred_output == "factored"
+
+    def xins(layers):
+        """Each layer's batch-mean input patch (the factored output's row direction), else None."""
+        return [_mean_patch(l) for l in layers] if factored else None
+
     def predict_bp(yb, trues):
         """Predicted G of each predicted layer on a BP batch (before learning from it); learns after."""
         if scheme == "adagp":
-            return source.bp_step([l.out for l in predicted], trues)
+            return source.bp_step([l.out for l in predicted], trues, xins(predicted))
         preds = []
         for i, l in enumerate(predicted):
             l.backward(source.synth(i, l.out, yb), need_dx=False)
@@ -206,8 +215,10 @@ def _train(cfg, scheme, seed, replay):
     def gp_grad(i, layer, yb):
         if scheme == "oracle":
             return oracle_g[i]
+        if scheme == "stale":
+            return stale_g[i]
         if scheme == "adagp":
-            g = source.predict(i, layer.out)
+            g = source.predict(i, layer.out, xins([layer])[0] if factored else None)
         else:
             layer.backward(source.synth(i, layer.out, yb), need_dx=False)
             g = grad_matrix(layer.dW, layer.db)
@@ -253,6 +264,8 @@ def _train(cfg, scheme, seed, replay):
                     q_cos[t], q_rel[t] = float(np.mean(cs)), float(np.mean(rs))
                     if t >= sched.warm:
                         sched.report(q_cos[t], q_rel[t])
+                if scheme == "stale":
+                    stale_g[:] = [grad_matrix(*true_g[vidx[id(l)]]) for l in predicted]
                 for l, (dW, db) in zip(players, true_g):
                     update(l, dW, db)
             else:
@@ -265,7 +278,7 @@ def _train(cfg, scheme, seed, replay):
                 for layer in net.layers:
                     x = layer.forward(x)
                     j = pidx.get(id(layer))
-                    if j is not None and (source is not None or scheme == "oracle"):
+                    if j is not None and (source is not None or scheme in ("oracle", "stale")):
                         g = gp_grad(j, layer, yb)
                         update(layer, g[:, :-1].T, g[:, -1])
                 loss, d = softmax_cross_entropy(x, yb)
@@ -315,6 +328,13 @@ def _train(cfg, scheme, seed, replay):
         "wall_s": time.perf_counter() - t0,
     }
     return result
+
+
+def _mean_patch(layer) -> np.ndarray:
+    """Batch (and position) mean of a parameter layer's input patches from its last forward: length fan-in."""
+    if hasattr(layer, "_cache"):  # Conv1d: the im2col matrix
+        return layer._cache[1].mean(axis=0)
+    return layer._x.reshape(layer._x.shape[0], -1).mean(axis=0)
 
 
 def _nanmean(a: np.ndarray) -> Optional[float]:

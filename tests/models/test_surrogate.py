@@ -153,6 +153,43 @@ def test_adagp_predictor_learns_a_fixed_mapping(head):
     np.testing.assert_allclose(p.predict(1, acts[1]), preds[1], rtol=1e-3, atol=1e-3 * np.abs(trues[1]).max())
 
 
+def test_factored_output_learns_a_rank_one_target_along_the_input_patch_mean():
+    """Factored output (ours): row c = s_c * [xbar, 1]; with fixed pairs it must learn s_c, and more Adam
+    steps per batch (pred_steps) must get there in fewer batches."""
+    rng = np.random.default_rng(0)
+    acts, _ = _fixed_problem(rng)
+    xins = [np.abs(rng.standard_normal(15)).astype(np.float32), np.abs(rng.standard_normal(24)).astype(np.float32)]
+    s = [rng.standard_normal(6).astype(np.float32), 3 * rng.standard_normal(4).astype(np.float32)]
+    trues = [np.outer(c, np.append(x, 1.0)).astype(np.float32) for c, x in zip(s, xins)]
+    rels = {}
+    for steps in (1, 4):
+        cfg = SurrogateConfig(pred_output="factored", pred_lr=0.01, pred_layer_code=True, pred_steps=steps)
+        p = AdaGPPredictor([16, 25], cfg, np.random.default_rng(1))
+        assert p.H == 1 and p.n_params() < 1000
+        first = p.bp_step(acts, trues, xins)
+        assert all(np.all(f == 0) and f.shape == t.shape for f, t in zip(first, trues))
+        for _ in range(300):
+            preds = p.bp_step(acts, trues, xins)
+        rels[steps] = max(np.linalg.norm(pr - t) / np.linalg.norm(t) for pr, t in zip(preds, trues))
+        gp = p.predict(1, acts[1], xins[1])  # a GP step's prediction = the next BP batch's (before learning)
+        np.testing.assert_allclose(gp, p.bp_step(acts, trues, xins)[1], rtol=1e-5, atol=1e-6)
+    assert rels[4] < 0.1 and rels[4] < rels[1], rels
+
+
+def test_deviation_features_are_centred_on_a_running_mean():
+    """Deviation input (ours): zero on a layer's first call, non-zero once its activations change; 'both'
+    concatenates the level and the deviation features."""
+    rng = np.random.default_rng(0)
+    acts, _ = _fixed_problem(rng)
+    p = AdaGPPredictor([16, 25], SurrogateConfig(pred_features="deviation"), rng)
+    assert np.all(p.features(0, acts[0]) == 0)
+    assert np.all(p.features(0, acts[0]) == 0)  # unchanged activations: still no deviation
+    moved = p.features(0, acts[0] * 1.5)
+    assert moved.shape == (6, 8) and np.abs(moved).max() > 0
+    both = AdaGPPredictor([16, 25], SurrogateConfig(pred_features="both"), rng)
+    assert both.features(1, acts[1]).shape == (4, 16)
+
+
 def test_dni_module_learns_a_linear_target():
     rng = np.random.default_rng(1)
     dni = DNIPredictor([12], 10, SurrogateConfig(pred_lr=0.01), rng)
@@ -238,6 +275,9 @@ def test_config_defaults_round_trip_and_match_the_committed_toml():
         ({"lr": 0.0}, "lr"),
         ({"momentum": 1.0}, "momentum"),
         ({"scheme": "sgd"}, "scheme"),
+        ({"pred_features": "mean"}, "pred_features"),
+        ({"pred_output": "rank2"}, "pred_output"),
+        ({"pred_steps": 0}, "pred_steps"),
         ({"adaptive": 1}, "adaptive"),
         ({"pred_width": True}, "pred_width"),
         ({"gp_fraction": 0.99}, "gp_fraction"),
@@ -325,6 +365,16 @@ def test_oracle_diagnostic_applies_independent_batch_gradients():
     assert o["accuracy"] != null["accuracy"]
     with pytest.raises(ValueError, match="^scheme: "):
         train_run(cfg, "sgd", 0)
+
+
+def test_stale_diagnostic_and_predictor_variants_train():
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5, bp_phase=1)
+    st = train_run(cfg, "stale", 0)
+    null = train_run(cfg, "null", 0, replay=phases_to_mask(st["phases"]))
+    assert abs(st["gp_fraction"] - 0.5) < 0.02 and st["cos"] is None and st["accuracy"] != null["accuracy"]
+    var = cfg.replace(pred_features="both", pred_output="factored", pred_steps=2)
+    run = train_run(var, "adagp", 0)
+    assert not run["diverged"] and -1 <= run["cos"] <= 1 and run["predictor_params"] < 2000
 
 
 def test_digits_cannot_rank_predictors_but_the_null_control_is_reported():
