@@ -130,9 +130,11 @@ def load_configuration(path: str | Path) -> Configuration:
 
 def predictor_shape(training: SurrogateConfig) -> PredictorShape:
     """The predictor's shape from the training knobs (the same knobs size the surrogate's predictor)."""
-    return PredictorShape(inputs=training.pred_input,
+    features = 2 if training.pred_features == "both" else 1  # level and deviation maps side by side
+    return PredictorShape(inputs=training.pred_input * features,
                           hidden=(training.pred_width,) * training.pred_hidden_layers,
-                          head=training.pred_head or None, layer_code=training.pred_layer_code)
+                          head=training.pred_head or None, layer_code=training.pred_layer_code,
+                          factored=training.pred_output == "factored", train_steps=training.pred_steps)
 
 
 # -- cached workload pieces (pure functions of hashable keys) ------------------------------------------

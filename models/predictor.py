@@ -41,13 +41,18 @@ class PredictorShape:
 
     ``inputs``: values per sample after pooling; ``hidden``: widths of the hidden layers (may be empty: a
     linear predictor); ``head``: output width, ``None`` for as wide as the model's largest fan-in (masked),
-    or a narrower width that is tiled; ``layer_code``: a one-hot layer index is appended to the input.
+    or a narrower width that is tiled; ``layer_code``: a one-hot layer index is appended to the input;
+    ``factored``: the head predicts one number per channel, which scales the layer's batch-mean input patch
+    (``dW = x^T delta``) into the row -- a head of width 1 plus an outer-product vector op; ``train_steps``:
+    optimizer steps of the predictor per BP batch (its training work is repeated).
     """
 
     inputs: int = 8
     hidden: tuple[int, ...] = (64,)
     head: int | None = None
     layer_code: bool = False
+    factored: bool = False
+    train_steps: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -57,6 +62,8 @@ class PredictorShape:
             raise ValueError(f"predictor.hidden: positive layer widths, got {list(self.hidden)}")
         if self.head is not None and (not isinstance(self.head, int) or self.head < 1):
             raise ValueError(f"predictor.head: a positive integer or omitted (full head), got {self.head!r}")
+        if not isinstance(self.train_steps, int) or self.train_steps < 1:
+            raise ValueError(f"predictor.train_steps: a positive integer, got {self.train_steps!r}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -67,13 +74,15 @@ class PredictorShape:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PredictorShape":
-        allowed = {"inputs", "hidden", "head", "layer_code"}
+        allowed = {"inputs", "hidden", "head", "layer_code", "factored", "train_steps"}
         unknown = set(d) - allowed
         if unknown:
             raise ValueError(f"predictor: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(allowed))}")
         return cls(**d)
 
     def head_width(self, net: Net) -> int:
+        if self.factored:
+            return 1
         return self.head if self.head is not None else net.max_fan_in
 
     def widths(self, net: Net) -> list[int]:
@@ -103,22 +112,30 @@ def predictor_ops(shape: PredictorShape, net: Net, batch: int, *, train: bool, w
         l = net.layers[i]
         c, p, q = l.out
         samples = l.out_channels
-        tiles = math.ceil(l.fan_in / head)
+        tiles = 1 if shape.factored else math.ceil(l.fan_in / head)
         # batch mean (read the batch's activations, write one map) then pooling (read it, write pool x pool)
         rows.append((i, "reorg", 0, 0, 0, 0, batch * c * p * q + 2 * c * p * q + c * shape.inputs, 0))
+        if shape.factored:
+            # the batch-mean input patch (read the layer's input, write fan_in values), then one row per
+            # channel: its predicted scale times the patch (read patch and scale, write the row)
+            rows.append((i, "reorg", 0, 0, 0, 0, batch * math.prod(l.inp) + l.fan_in
+                         + samples * (2 * l.fan_in + 1), 0))
         for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
             rep = tiles if j == len(widths) - 2 else 1
             rows.append((i, "pred_fwd", samples, a, b, rep, 0, 0))
         if not train:
             continue
-        # MSE against the true gradient row: read prediction and target, write the loss gradient
-        rows.append((i, "pred_loss", 0, 0, 0, 0, 3 * samples * l.fan_in, 0))
-        for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-            rep = tiles if j == len(widths) - 2 else 1
-            if j > 0:
-                rows.append((i, "pred_igrad", samples, b, a, rep, 0, 0))
-            rows.append((i, "pred_wgrad", a, samples, b, rep, 0, 0))
+        for _ in range(shape.train_steps):
+            # MSE against the true gradient row: read prediction and target, write the loss gradient
+            rows.append((i, "pred_loss", 0, 0, 0, 0, 3 * samples * l.fan_in, 0))
+            for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+                rep = tiles if j == len(widths) - 2 else 1
+                if j > 0:
+                    rows.append((i, "pred_igrad", samples, b, a, rep, 0, 0))
+                rows.append((i, "pred_wgrad", a, samples, b, rep, 0, 0))
     if train and rows:
-        # one Adam update of the predictor per step (its gradients accumulate over the layers)
-        rows.append((-1, "pred_update", 0, 0, 0, 0, predictor_params(shape, net) * _PRED_UPDATE_ELEMS_PER_PARAM, 0))
+        # Adam updates of the predictor per step (its gradients accumulate over the layers)
+        for _ in range(shape.train_steps):
+            rows.append((-1, "pred_update", 0, 0, 0, 0,
+                         predictor_params(shape, net) * _PRED_UPDATE_ELEMS_PER_PARAM, 0))
     return TrainingOps.from_rows(net, batch, "adam", word_bytes, rows)

@@ -54,3 +54,21 @@ def test_tiled_head():
 def test_bad_shapes(bad):
     with pytest.raises(ValueError, match="predictor"):
         PredictorShape(**bad)
+
+
+def test_factored_head_and_training_steps():
+    net = build("resnet18")
+    full = PredictorShape(inputs=8, hidden=(64,))
+    fac = PredictorShape(inputs=8, hidden=(64,), factored=True)
+    assert predictor_params(fac, net) == (8 * 64 + 64) + (64 * 1 + 1)
+    inf_full = predictor_ops(full, net, 4, train=False)
+    inf_fac = predictor_ops(fac, net, 4, train=False)
+    assert inf_fac.macs.sum() < inf_full.macs.sum()
+    # the outer product with the input patch is traffic on the vector unit
+    assert inf_fac.vec_elems.sum() > inf_full.vec_elems.sum()
+    twice = PredictorShape(inputs=8, hidden=(64,), train_steps=2)
+    t1 = predictor_ops(full, net, 4, train=True)
+    t2 = predictor_ops(twice, net, 4, train=True)
+    g = ("pred_igrad", "pred_wgrad")
+    assert t2.macs[t2.mask(*g)].sum() == 2 * t1.macs[t1.mask(*g)].sum()
+    assert (t2.phase == "pred_update").sum() == 2
