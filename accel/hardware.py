@@ -130,7 +130,7 @@ def _validate(c: Mapping[str, np.ndarray]) -> None:
         bad = np.asarray(bad)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            v = value[i] if np.ndim(value) else value
+            v = value[i].item() if np.ndim(value) else value
             raise ValueError(f"{field}: {msg}, got {v!r}{_fail_index(bad)}")
 
     check((c["dataflow"] < 0) | (c["dataflow"] > 2), "dataflow", "must be one of os, ws, is", c["dataflow"])

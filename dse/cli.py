@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from dse import __version__
-from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 
 app = typer.Typer(
     name="dse",
@@ -27,6 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -158,12 +159,25 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and maps errors to exit codes."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        app(args=argv, prog_name="dse")
+        rv = app(args=argv, prog_name="dse", standalone_mode=False)
     except UsageError as e:
         if debug or _state["debug"]:
             traceback.print_exc()
         typer.echo(f"dse: error: {e}", err=True)
         sys.exit(EXIT_USAGE)
+    except typer.Abort:
+        typer.echo("dse: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.TyperException as e:  # unknown option, bad option value, missing argument: one line
+        if type(e).__name__ == "NoArgsIsHelpError":  # `dse` alone: the help
+            typer.echo(e.format_message())
+            sys.exit(EXIT_USAGE)
+        if debug or _state["debug"]:
+            traceback.print_exc()
+        typer.echo(f"dse: error: {' '.join(e.format_message().split())}", err=True)
+        sys.exit(getattr(e, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
         typer.echo("dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -174,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo(f"dse: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
                        "traceback)", err=True)
         sys.exit(EXIT_FAILURE)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,11 @@ def run(
     sampler: Optional[str] = typer.Option(None, "--sampler",
                                           help="nsga2, nsga3, tpe, random, qmc or grid, overriding the file."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, overriding the file."),
+    strategy: Optional[str] = typer.Option(
+        None, "--strategy",
+        help="joint (Optuna samples every knob) or hybrid (Optuna samples training knobs; the hardware model "
+             "searches hardware exhaustively or on thousands of points per trained setting), overriding "
+             "[study] strategy."),
     storage: Optional[str] = STORAGE_OPT,
     workers: int = typer.Option(1, "--workers", "-w", min=1,
                                 help="Local worker processes sharing the budget (default storage then: a "
@@ -47,14 +52,18 @@ def run(
     stops cleanly: completed trials are kept, the running one is recorded as failed, and running the same
     command again continues toward the budget. Exit code 130 after an interruption.
     """
-    from dse.study import run as run_study
-
     # bounds are checked here and in with_overrides rather than by typer's min=, so that a bad value gets the
     # one-line `dse: error:` message
     if timeout is not None and not timeout >= 0:
         raise UsageError(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
-    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed)
+    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
+    from dse.study import run as run_study  # after the file is checked: a bad file fails without importing Optuna
     t0 = time.perf_counter()
+    if spec.strategy == "hybrid":
+        if workers > 1:
+            raise UsageError("--workers: the hybrid strategy runs in one process (its inner search is "
+                             "vectorized); use --strategy joint for several workers")
+        from dse.hybrid import run_hybrid as run_study  # noqa: F811
     if workers > 1:
         from dse.parallel import run_workers
 
@@ -65,6 +74,11 @@ def run(
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from dse.study import open_study
+
+        # open (create) the study before the progress bar starts, so that a storage that cannot be used
+        # (unreachable server, corrupt file, missing driver) gets the one-line error without a bar above it
+        open_study(spec, storage, create=True)
         console = Console(stderr=True)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("front {task.fields[front]}  HV {task.fields[hv]}"), TimeElapsedColumn(),
@@ -91,12 +105,12 @@ def run(
 def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Trials by state, the budget, the front's size and hypervolume, the storage (password masked)."""
+    spec = _load(study_file)  # first: a bad file fails fast, without importing Optuna
     from optuna.trial import TrialState
 
     from dse.pareto import front, hypervolume
     from dse.study import hv_reference, load_points, mask_url, open_study, storage_url
 
-    spec = _load(study_file)
     study = open_study(spec, storage, create=False)
     states = {s.name.lower(): 0 for s in TrialState}
     for t in study.get_trials(deepcopy=False):
@@ -164,12 +178,12 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
            ) -> None:
     """The feasible Pareto-optimal trials with every metric and knob, best first in the first objective."""
-    from dse.pareto import front
-    from dse.study import load_points, open_study
-
     if fmt not in FORMAT_CHOICES:
         raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
     spec = _load(study_file)
+    from dse.pareto import front
+    from dse.study import load_points, open_study
+
     study = open_study(spec, storage, create=False)
     f = front(load_points(study, spec), spec.directions)
     sign = -1 if spec.directions[0] == "maximize" else 1
@@ -184,10 +198,10 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
          ) -> None:
     """Seaborn figures, PNG and SVG: pairwise objective projections (front highlighted, infeasible trials
     marked), hypervolume history, parameter importance per objective."""
+    spec = _load(study_file)  # first: a bad file fails fast, without importing Optuna and seaborn
     from dse.plots import make_plots
     from dse.study import open_study
 
-    spec = _load(study_file)
     study = open_study(spec, storage, create=False)
     folder = out or (study_file.resolve().parent / f"{spec.name}-plots")
     files = make_plots(study, spec, folder)
@@ -217,9 +231,6 @@ def export(
 
     Default selection: --knee.
     """
-    from dse.export import export_points, render
-    from dse.study import load_points, open_study
-
     if fmt not in EXPORT_FORMATS:
         raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if sum([knee, best is not None, all_front]) > 1:
@@ -227,6 +238,9 @@ def export(
     if where and best is None:
         raise UsageError("--where: only with --best METRIC")
     spec = _load(study_file)
+    from dse.export import export_points, render
+    from dse.study import load_points, open_study
+
     study = open_study(spec, storage, create=False)
     pts = export_points(spec, load_points(study, spec), best=best, where=where or [], pareto=all_front)
     if out is not None and all_front and fmt == "toml":

@@ -110,8 +110,10 @@ def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
 
 def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | None = None,
                timeout: float | None = None, progress: Callable[[dict], None] | None = None,
-               inner_points: int | None = None, front_size: int | None = None) -> RunResult:
-    """Run (or resume) ``spec`` with the hybrid strategy until ``trials`` main-study trials are done."""
+               inner_points: int | None = None, front_size: int | None = None,
+               stop: Callable[[optuna.Study], bool] | None = None) -> RunResult:
+    """Run (or resume) ``spec`` with the hybrid strategy until ``trials`` main-study trials are done
+    (or ``stop(main_study)`` returns True, checked before each training setting)."""
     budget = trials or spec.trials
     inner_points = inner_points or spec.inner_points
     front_size = front_size or spec.front_size
@@ -149,6 +151,8 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
         with _sigterm_as_interrupt():
             while budget_state(main)["done"] < budget:
                 if timeout is not None and time.monotonic() - t0 > timeout:
+                    break
+                if stop is not None and stop(main):
                     break
                 ot = outer.ask()
                 tparams = {n: _suggest(ot, n, k) for n, k in train_knobs}

@@ -52,9 +52,10 @@ class TrialFailed(Exception):
     """A trial that cannot be evaluated (an impossible configuration); recorded as FAIL with its reason."""
 
 
-def mask_url(url: str) -> str:
-    """A storage URL with its password replaced by ***."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+def mask_url(text: str) -> str:
+    """A storage URL (or a message quoting one) with every password replaced by ***."""
+    text = re.sub(r"(://[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
+    return re.sub(r"([?&](?:password|passwd|pwd)=)[^&\s]*", r"\1***", text, flags=re.IGNORECASE)
 
 
 def storage_url(spec: StudySpec, storage: str | None = None, *, journal: bool = False) -> str:
@@ -106,11 +107,14 @@ def _storage(url: str, *, heartbeat: int | None = None):
     except Exception as e:  # sqlalchemy / driver errors: unreachable server, corrupt file, missing driver
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         reason = mask_url(reason)
+        if isinstance(e, ImportError):  # Optuna: "Failed to import DB access module", from the driver's error
+            missing = getattr(e.__cause__, "name", None) or getattr(e, "name", None) or "its driver"
+            extra = "pip install 'dse[postgres]'" if url.startswith("postgresql") else "install it"
+            raise UsageError(f"storage {mask_url(url)} cannot be used: the database driver {missing} is not "
+                             f"installed; {extra}") from None
         hint = ""
         if "file is not a database" in reason or "malformed" in reason:
             hint = " (the SQLite file is corrupt or not a database: move it away to start afresh)"
-        elif "psycopg" in reason or "No module named" in reason or "DB access module" in reason:
-            hint = " (PostgreSQL needs the driver: pip install 'dse[postgres]' (psycopg 3))"
         raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}{hint}") from None
 
 
@@ -150,6 +154,10 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
                heartbeat: int | None = None) -> optuna.Study:
     """Create or load the study ``spec.name`` in its storage (the spec is stored with it)."""
     url = storage_url(spec, storage)
+    if not create and url.startswith("sqlite:///") and ":memory:" not in url \
+            and not Path(url[len("sqlite:///"):]).exists():
+        raise UsageError(f"study {spec.name!r} has no storage yet ({mask_url(url)} does not exist); run "
+                         "`dse run` first")
     st = _storage(url, heartbeat=heartbeat)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
     try:
@@ -388,7 +396,7 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
 
 def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
         progress: Callable[[dict], None] | None = None, worker: int = 0, heartbeat: int | None = None,
-        poll: float = 0.5) -> RunResult:
+        poll: float = 0.5, stop: Callable[[optuna.Study], bool] | None = None) -> RunResult:
     """Run (or resume) ``spec`` until ``trials`` (default ``spec.trials``) trials count as done.
 
     Done means complete or genuinely failed (an impossible configuration, an error): a trial interrupted by
@@ -400,6 +408,7 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     ``hypervolume``, ``last``. The sampler's seed is ``spec.seed + 1000 * worker + done-so-far``:
     deterministic for a given history, and a resumed run does not replay the first run's samples.
     ``heartbeat`` (seconds; RDB storages) lets any machine detect a dead worker's trial and retry it.
+    ``stop(study)``, checked before each trial, ends the run early when it returns True.
     """
     budget = trials or spec.trials
     probe = open_study(spec, storage, create=True, heartbeat=heartbeat)
@@ -426,7 +435,7 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
                 if heartbeat:
                     optuna.storages.fail_stale_trials(study)
                 b = budget_state(study)
-                if b["done"] >= budget:
+                if b["done"] >= budget or (stop is not None and stop(study)):
                     break
                 if b["done"] + b["active"] >= budget and not b["waiting"]:
                     time.sleep(poll)  # the last trials run elsewhere: wait for them (or for their retry)

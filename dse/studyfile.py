@@ -52,7 +52,7 @@ __all__ = ["StudySpec", "Objective", "Constraint", "load_study", "SAMPLERS", "DI
            "DEFAULT_HV_REFERENCE"]
 
 SAMPLERS = ("nsga2", "nsga3", "tpe", "random", "qmc", "grid")
-STRATEGIES = ("joint",)
+STRATEGIES = ("joint", "hybrid")
 
 #: each metric's natural direction
 DIRECTIONS = {
@@ -129,6 +129,9 @@ class StudySpec:
     seeds: int = 1
     population: int | None = None
     strategy: str = "joint"
+    #: hybrid strategy: hardware points searched per training setting, sub-front points entered as trials
+    inner_points: int = 4096
+    front_size: int = 8
     hv_reference: dict = field(default_factory=dict)
     #: the file it was read from (None when built in code)
     path: Path | None = None
@@ -157,6 +160,8 @@ class StudySpec:
         kw = {k: v for k, v in kw.items() if v is not None}
         if "sampler" in kw and kw["sampler"] not in SAMPLERS:
             raise UsageError(f"--sampler: {kw['sampler']!r} is not a sampler; choose one of {', '.join(SAMPLERS)}")
+        if "strategy" in kw and kw["strategy"] not in STRATEGIES:
+            raise UsageError(f"--strategy: {kw['strategy']!r}; choose one of {', '.join(STRATEGIES)}")
         if "trials" in kw and kw["trials"] < 1:
             raise UsageError(f"--trials: must be an integer >= 1, got {kw['trials']}")
         if "seed" in kw and kw["seed"] < 0:
@@ -207,7 +212,8 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     st = doc.get("study", {})
     if not isinstance(st, dict):
         raise UsageError("study: expected a table")
-    check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy"}, "study")
+    check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy", "inner_points",
+                    "front_size"}, "study")
     default_name = path.stem if path is not None else "study"
     name = take(st, "name", str, "study", default=default_name)
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
@@ -270,6 +276,8 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
         population=take(st, "population", int, "study", default=None, low=2),
         strategy=take(st, "strategy", str, "study", default="joint", choices=STRATEGIES),
+        inner_points=take(st, "inner_points", int, "study", default=4096, low=1, high=1_000_000),
+        front_size=take(st, "front_size", int, "study", default=8, low=1, high=1000),
         hv_reference=hv_ref,
         path=path,
         raw=doc,

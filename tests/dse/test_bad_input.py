@@ -1,0 +1,426 @@
+"""Bad input: exit code 2 and ONE line on stderr, ``dse: error: ...``, naming the offending field and what is
+allowed, with no traceback; with ``--debug`` the traceback too. Study files, configuration files (``dse
+evaluate``), options, storages (unreachable, corrupt), exports from a study with no feasible trial. Storage
+passwords are never printed.
+
+Every case runs the real command line in a subprocess on a small file written into ``tmp_path`` (the
+FAST_STUDY of conftest.py, edited by one line). The ``--debug`` variant of each case runs in-process
+(``dse.cli.main``), which keeps the file well under a minute: the traceback it checks is printed by the same
+``main``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+_conftest_spec = importlib.util.spec_from_file_location("_dse_tests_conftest",
+                                                        Path(__file__).with_name("conftest.py"))
+_conftest = importlib.util.module_from_spec(_conftest_spec)
+_conftest_spec.loader.exec_module(_conftest)
+FAST_STUDY = textwrap.dedent(_conftest.FAST_STUDY)
+write_study = _conftest.write_study
+
+SECRET = "s3cret"
+PG_URL = f"postgresql://dse:{SECRET}@127.0.0.1:1/dse"  # port 1: refused at once
+PG_MASKED = "postgresql://dse:***@127.0.0.1:1/dse"
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+def _env(tmp_path: Path, **extra: str) -> dict:
+    env = dict(os.environ)
+    env.pop("DSE_STORAGE", None)
+    env.pop("DSE_DEBUG", None)
+    env["DSE_CACHE_DIR"] = os.environ.get("DSE_CACHE_DIR") or str(tmp_path / "dse-cache")
+    env.update(extra)
+    return env
+
+
+def dse(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dse.cli", *map(str, args)], capture_output=True, text=True,
+                          env=_env(tmp_path, **env), cwd=tmp_path, timeout=120)
+
+
+def dse_debug(*args) -> tuple[int, str]:
+    """``dse --debug ARGS`` in-process: (exit code, stderr)."""
+    from dse.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with pytest.raises(SystemExit) as e:
+            main(["--debug", *map(str, args)])
+    return e.value.code, err.getvalue()
+
+
+def usage_error(tmp_path: Path, *args, needles=(), debug: bool = True, secret: str | None = None,
+                **env: str) -> str:
+    """Run ``dse ARGS``: assert exit 2, one `dse: error:` line holding every needle, no traceback; and (in
+    process) the traceback under --debug, followed by the same line; ``secret`` printed by neither. Returns
+    the line."""
+    r = dse(tmp_path, *args, **env)
+    if secret is not None:
+        assert secret not in r.stdout and secret not in r.stderr, r.stderr
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    line = lines[0]
+    assert line.startswith("dse: error: "), line
+    for n in needles:
+        assert n in line, (n, line)
+    if debug:
+        assert not env, "the in-process --debug run cannot take a different environment"
+        code, err = dse_debug(*args)
+        assert code == 2, (code, err)
+        assert "Traceback (most recent call last)" in err
+        assert err.splitlines()[-1] == line
+        if secret is not None:
+            assert secret not in err, err
+    return line
+
+
+def edit(old: str, new: str, text: str = FAST_STUDY) -> str:
+    """``text`` with ``old`` replaced once (loudly fails if FAST_STUDY no longer holds ``old``)."""
+    assert text.count(old) == 1, f"FAST_STUDY changed: {old!r} not found exactly once"
+    return text.replace(old, new, 1)
+
+
+_HW = '[hardware]\ndataflow = "ws"'
+_ROWS = "rows = [8, 16, 32]"
+_ALL_METRICS = ("accuracy", "accuracy_drop", "predictor_gain", "gp_fraction", "speedup", "speedup_same_hw",
+                "energy_j", "energy_saving", "area_mm2", "power_w")
+
+
+def _objectives(metrics) -> str:
+    head = FAST_STUDY.split("[[objectives]]")[0]
+    tail = FAST_STUDY[FAST_STUDY.index("[[constraints]]"):]
+    return head + "".join(f'[[objectives]]\nmetric = "{m}"\n\n' for m in metrics) + tail
+
+
+# -- study files ----------------------------------------------------------------------------------------
+#: id -> (study text (bytes: written as they are), needles of the message)
+STUDY_CASES = {
+    "not_toml": ("this is [not toml\n", ("s.toml", "not valid TOML", "line 1")),
+    "not_utf8": (b"\xff\xfe[study]\n", ("s.toml", "not a UTF-8 text file", "expected TOML")),
+    "unknown_top_key": ("colour = 1\n" + FAST_STUDY, (".colour", "unknown key", "allowed keys:", "objectives")),
+    "unknown_study_key": (edit("seed = 3", 'seed = 3\ncolour = "red"'),
+                          ("study.colour", "unknown key", "allowed keys:", "sampler", "trials")),
+    "unknown_training_key": (edit('network = "mlp"', 'network = "mlp"\ncolour = 1'),
+                             ("training.colour", "unknown", "allowed:", "pred_width")),
+    "unknown_hardware_key": (edit(_HW, _HW + "\ncolour = 1"),
+                             ("hardware.colour", "unknown", "allowed:", "bandwidth_gbps")),
+    "unknown_knob": (edit(_ROWS, _ROWS + "\ncolour = [1, 2]"),
+                     ("space.hardware.colour", "unknown knob", "allowed:", "rows")),
+    "unknown_space_section": (edit("[space.training]", "[space.tranining]"),
+                              ("space.tranining", "unknown section", "hardware, training")),
+    "wrong_type_trials": (edit("trials = 12", 'trials = "ten"'),
+                          ("study.trials", "expected an integer", "'ten'")),
+    "wrong_type_training": (edit("epochs = 2\n\n[hardware]", 'epochs = "two"\n\n[hardware]'),
+                            ("training.epochs", "an integer from 1 to 200", "'two'")),
+    "wrong_type_hardware": (edit(_HW, _HW + '\nrows = "many"'), ("hardware.rows", "must be an integer", "'many'")),
+    "trials_zero": (edit("trials = 12", "trials = 0"), ("study.trials", ">= 1", "0")),
+    "sampler": (edit('sampler = "nsga2"', 'sampler = "annealing"'),
+                ("study.sampler", "'annealing'", "nsga2", "tpe", "random", "grid")),
+    "objective_not_a_metric": (edit('metric = "speedup"', 'metric = "fastness"'),
+                               ("objectives[1].metric", "'fastness'", *_ALL_METRICS)),
+    "objective_direction": (edit('metric = "speedup"', 'metric = "speedup"\ndirection = "up"'),
+                            ("objectives[1].direction", "'up'", "minimize, maximize")),
+    "constraint_not_a_metric": (edit('metric = "area_mm2"\nmax = 4.0', 'metric = "size"\nmax = 4.0'),
+                                ("constraints[0].metric", "'size'", "area_mm2")),
+    "one_objective": (_objectives(["speedup"]), ("objectives", "2 to 4", "got 1", "speedup", "energy_j")),
+    "five_objectives": (_objectives(["accuracy_drop", "speedup", "area_mm2", "energy_j", "power_w"]),
+                        ("objectives", "2 to 4", "got 5")),
+    "inverted_range": (edit(_ROWS, "rows = {low = 64, high = 8}"),
+                       ("space.hardware.rows", "inverted range", "low < high")),
+    "empty_range": (edit(_ROWS, "rows = {low = 8, high = 8}"),
+                    ("space.hardware.rows", "empty range", "low < high", "fixed value")),
+    "empty_list": (edit(_ROWS, "rows = []"), ("space.hardware.rows", "empty list", "at least one value")),
+    "unknown_model": (edit('models = ["resnet18"]', 'models = ["resnet51"]'),
+                      ("workload.models", "'resnet51'", "resnet50", "mobilenet_v2")),
+    "zero_bandwidth": (edit(_HW, _HW + "\nbandwidth_gbps = 0"),
+                       ("hardware.bandwidth_gbps", "> 0", "zero bandwidth")),
+    "zero_pes": (edit(_HW, _HW + "\nrows = 0"), ("hardware.rows", ">= 1", "no PEs")),
+    "buffer_below_one_tile": (edit(_HW, _HW + "\nrows = 64\nifmap_kb = 0.01"),
+                              ("hardware.ifmap_kb", "impossible hardware", "tile", "need ifmap_kb >= 0.25")),
+    "reference_zero_pes": (edit("[reference]\nrows = 16", "[reference]\nrows = 0"),
+                           ("reference.rows", ">= 1", "no PEs")),
+    "knob_zero_pes": (edit(_ROWS, "rows = [0, 16]"), ("space.hardware.rows", "value 0", ">= 1", "no PEs")),
+    "knob_zero_bandwidth": (edit("bandwidth_gbps = [6.4, 25.6]", "bandwidth_gbps = [0.0, 25.6]"),
+                            ("space.hardware.bandwidth_gbps", "value 0.0", "> 0", "zero bandwidth")),
+    "knob_buffer_below_one_tile": (edit(_ROWS, _ROWS + "\nifmap_kb = [0.01, 64.0]"),
+                                   ("space.hardware.ifmap_kb", "value 0.01", "impossible hardware",
+                                    "need ifmap_kb >=")),
+}
+
+
+def test_fast_study_itself_is_valid(tmp_path):
+    """The cases below fail because of their one edit, not because the base file is wrong."""
+    from dse.studyfile import load_study
+
+    load_study(write_study(tmp_path, FAST_STUDY))
+
+
+@pytest.mark.parametrize("case", list(STUDY_CASES))
+def test_bad_study_file(tmp_path, case):
+    text, needles = STUDY_CASES[case]
+    p = tmp_path / "s.toml"
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        write_study(tmp_path, text)
+    usage_error(tmp_path, "run", "-q", p, needles=needles)
+    assert not list(tmp_path.glob("*.db")), "a bad study file must not create a storage"
+
+
+def test_every_study_command_rejects_a_bad_file(tmp_path):
+    p = write_study(tmp_path, edit('sampler = "nsga2"', 'sampler = "annealing"'))
+    for cmd in ("status", "pareto", "plot", "export"):
+        usage_error(tmp_path, cmd, p, needles=("study.sampler", "nsga2"))
+
+
+def test_missing_study_file_and_folder(tmp_path):
+    usage_error(tmp_path, "run", "-q", tmp_path / "nope.toml", needles=("nope.toml", "no such file"))
+    usage_error(tmp_path, "status", tmp_path, needles=(str(tmp_path), "folder", "TOML file"))
+
+
+# -- options --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, needles", [
+    (("--sampler", "nope"), ("--sampler", "'nope'", "nsga2", "grid")),
+    (("--trials", "0"), ("--trials", ">= 1", "0")),
+    (("--seed", "-1"), ("--seed", ">= 0", "-1")),
+    (("--timeout", "-5"), ("--timeout", ">= 0", "-5")),
+], ids=["sampler", "trials0", "seed", "timeout"])
+def test_bad_run_option(tmp_path, args, needles):
+    p = write_study(tmp_path, FAST_STUDY)
+    usage_error(tmp_path, "run", "-q", *args, p, needles=needles)
+
+
+@pytest.mark.parametrize("args, needles", [
+    (("run", "-q", "--trials", "ten"), ("--trials", "integer")),
+    (("run", "-q", "--colour", "red"), ("--colour",)),
+    (("evaluate", "--seeds", "3.5"), ("--seeds", "integer")),
+], ids=["not-an-integer", "unknown-option", "evaluate-not-an-integer"])
+def test_malformed_command_line_is_one_line(tmp_path, args, needles):
+    p = write_study(tmp_path, FAST_STUDY)
+    usage_error(tmp_path, *args, p, needles=needles)
+
+
+def test_bad_export_format(tmp_path):
+    p = write_study(tmp_path, FAST_STUDY)
+    usage_error(tmp_path, "export", "--format", "yaml", p, needles=("--format", "'yaml'", "toml, json, csv"))
+
+
+# -- configuration files (dse evaluate) -----------------------------------------------------------------
+def _config() -> dict:
+    """A configuration file's tables, from FAST_STUDY's (what `dse export` would write, minus [meta])."""
+    doc = tomllib.loads(FAST_STUDY)
+    cfg = {k: doc[k] for k in ("workload", "training", "hardware", "reference")}
+    cfg["seeds"] = 1
+    cfg["schedule"] = {"gp_fraction": 0.3}  # a what-if GP fraction: no surrogate to train
+    return cfg
+
+
+def _set(section: str, **kv):
+    def f(cfg):
+        cfg.setdefault(section, {}).update(kv)
+    return f
+
+
+#: id -> (change to the configuration, needles)
+CONFIG_CASES = {
+    "unknown_top_key": (lambda c: c.update(colour=1), ("colour", "unknown key", "hardware", "training")),
+    "unknown_hardware_key": (_set("hardware", colour=1),
+                             ("hardware.colour", "unknown hardware field", "allowed:", "rows", "ifmap_kb")),
+    "unknown_training_key": (_set("training", colour=1), ("training.colour", "unknown field", "allowed:")),
+    "wrong_type_training": (_set("training", epochs="two"),
+                            ("training.epochs", "an integer from 1 to 200", "'two'")),
+    "wrong_choice_training": (_set("training", network=3), ("training.network", "'mlp'", "got 3")),
+    "wrong_type_hardware": (_set("hardware", clock_ghz="fast"), ("hardware.clock_ghz", "must be a number")),
+    "zero_pes": (_set("hardware", rows=0), ("hardware.rows", ">= 1", "no PEs")),
+    "zero_bandwidth": (_set("hardware", bandwidth_gbps=0.0), ("hardware.bandwidth_gbps", "> 0", "zero bandwidth")),
+    "buffer_below_one_tile": (_set("hardware", rows=64, ifmap_kb=0.01),
+                              ("hardware.ifmap_kb", "impossible hardware", "need ifmap_kb >= 0.25")),
+    "reference_zero_pes": (_set("reference", cols=0), ("reference.cols", ">= 1", "no PEs")),
+    "unknown_model": (_set("workload", models=["resnet51"]), ("workload.models", "'resnet51'", "resnet50")),
+    "gp_fraction_above_1": (_set("schedule", gp_fraction=1.5), ("schedule.gp_fraction", "<= 1", "1.5")),
+    "seeds_zero": (lambda c: c.update(seeds=0), ("seeds", ">= 1")),
+}
+
+
+def _write_config(tmp_path: Path, cfg: dict, name: str = "c.toml") -> Path:
+    from dse.export import to_toml
+
+    p = tmp_path / name
+    p.write_text(to_toml(cfg) + "\n")
+    return p
+
+
+def test_base_configuration_evaluates(tmp_path):
+    r = dse(tmp_path, "evaluate", _write_config(tmp_path, _config()))
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("case", list(CONFIG_CASES))
+def test_bad_configuration_file(tmp_path, case):
+    change, needles = CONFIG_CASES[case]
+    cfg = _config()
+    change(cfg)
+    usage_error(tmp_path, "evaluate", _write_config(tmp_path, cfg), needles=needles)
+
+
+def test_bad_configuration_file_format_and_options(tmp_path):
+    ok = _write_config(tmp_path, _config())
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[hardware\nrows = 8\n")
+    usage_error(tmp_path, "evaluate", bad, needles=("bad.toml", "not valid TOML", "line 1"))
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{rows: 8}")
+    usage_error(tmp_path, "evaluate", bad_json, needles=("bad.json", "not valid JSON"))
+    usage_error(tmp_path, "evaluate", tmp_path / "none.toml", needles=("none.toml", "no such file"))
+    usage_error(tmp_path, "evaluate", "--seeds", "0", ok, needles=("--seeds", "from 1 to 10", "0"))
+    usage_error(tmp_path, "evaluate", "--model", "resnet51", ok, needles=("--model", "'resnet51'", "resnet50"))
+
+
+# -- storages -------------------------------------------------------------------------------------------
+def _no_secret(r: subprocess.CompletedProcess, secret: str = SECRET) -> None:
+    assert secret not in r.stdout and secret not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("cmd", [("status",), ("run", "-q"), ("run",), ("export",)],
+                         ids=["status", "run-q", "run-with-bar", "export"])
+def test_unreachable_postgres_is_one_line_and_masks_the_password(tmp_path, cmd):
+    """Whatever the drivers installed (none, psycopg2, psycopg 3), the URL is shown with *** for the password,
+    also in --debug's traceback."""
+    p = write_study(tmp_path, FAST_STUDY)
+    line = usage_error(tmp_path, *cmd, "--storage", PG_URL, p, secret=SECRET,
+                       needles=(f"storage {PG_MASKED}", "cannot be used"))
+    if cmd == ("status",):  # the same through the environment variable
+        e = dse(tmp_path, *cmd, p, DSE_STORAGE=PG_URL)
+        assert e.returncode == 2 and e.stderr.strip() == line
+        _no_secret(e)
+
+
+def _block_postgres_drivers(tmp_path: Path) -> str:
+    """A folder for PYTHONPATH in which `import psycopg2` and `import psycopg` fail as if not installed."""
+    shim = tmp_path / "no-drivers"
+    for mod in ("psycopg2", "psycopg"):
+        (shim / mod).mkdir(parents=True)
+        (shim / mod / "__init__.py").write_text(f"raise ModuleNotFoundError(\"No module named '{mod}'\", "
+                                                f"name={mod!r})\n")
+    return str(shim)
+
+
+def test_missing_postgres_driver_is_named(tmp_path):
+    """Without the driver (blocked here whatever is installed) the message says which extra to install."""
+    p = write_study(tmp_path, FAST_STUDY)
+    shim = _block_postgres_drivers(tmp_path)
+    usage_error(tmp_path, "status", "--storage", PG_URL, p, PYTHONPATH=shim, debug=False, secret=SECRET,
+                needles=(PG_MASKED, "driver", "pip install 'dse[postgres]'"))
+
+
+def _postgres_driver_installed() -> bool:
+    """Whether SQLAlchemy's driver for a plain postgresql:// URL imports (psycopg 3 since SQLAlchemy 2.1)."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        make_url(PG_URL).get_dialect().import_dbapi()
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _postgres_driver_installed(), reason="needs the PostgreSQL driver: dse[postgres]")
+def test_refused_postgres_says_so_with_the_driver_installed(tmp_path):
+    p = write_study(tmp_path, FAST_STUDY)
+    line = usage_error(tmp_path, "status", "--storage", PG_URL, p, secret=SECRET, needles=("127.0.0.1", "refused"))
+    assert "install" not in line
+
+
+@pytest.mark.parametrize("password", [
+    "s3cret",
+    "s3/cr:et",
+])
+def test_password_never_printed_whatever_its_characters(tmp_path, password):
+    p = write_study(tmp_path, FAST_STUDY)
+    r = dse(tmp_path, "status", "--storage", f"postgresql://dse:{password}@127.0.0.1:1/dse", p)
+    assert r.returncode == 2
+    _no_secret(r, password)
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://dse:s3cret@db.example/dse",
+    "postgresql+psycopg2://dse:s3cret@db.example:5432/dse",
+    "mysql+pymysql://dse:s3cret@db.example/dse?charset=utf8mb4",
+    "postgresql://dse:s3/cret@db.example/dse",
+    "postgresql://:s3cret@db.example/dse",
+    "postgresql://db.example/dse?user=dse&password=s3cret",
+])
+def test_mask_url(url):
+    from dse.study import mask_url
+
+    masked = mask_url(url)
+    assert "s3cret" not in masked and "s3/cret" not in masked and "db.example" in masked
+
+
+def test_storage_that_is_not_a_url_or_cannot_be_opened(tmp_path):
+    p = write_study(tmp_path, FAST_STUDY)
+    usage_error(tmp_path, "status", "--storage", "redis://dse:s3cret@h/0", p,
+                needles=("--storage", "not a storage URL", "sqlite:///", "postgresql://", "journal:///"))
+    usage_error(tmp_path, "run", "-q", "--storage", f"sqlite:///{tmp_path}/no/such/folder/x.db", p,
+                needles=("no/such/folder/x.db", "cannot be used", "unable to open database file"))
+
+
+def _corrupt(path: Path, kind: str) -> None:
+    if kind == "random":
+        path.write_bytes(random.Random(0).randbytes(8192))
+    elif kind == "text":
+        path.write_text("this is not a database\n" * 200)
+    else:  # a real SQLite file whose pages were overwritten
+        con = sqlite3.connect(path)
+        con.execute("create table t (x)")
+        con.executemany("insert into t values (?)", [(i,) for i in range(5000)])
+        con.commit()
+        con.close()
+        data = bytearray(path.read_bytes())
+        data[100:4096] = random.Random(1).randbytes(3996)
+        path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["random", "text", "malformed"])
+def test_corrupt_sqlite_file(tmp_path, kind):
+    p = write_study(tmp_path, FAST_STUDY)
+    db = tmp_path / "tiny.db"  # the default storage: <[study] name>.db beside the study file
+    _corrupt(db, kind)
+    before = db.read_bytes()
+    for cmd in (("status",), ("run",)):
+        usage_error(tmp_path, *cmd, p,
+                    needles=("storage sqlite:///", "tiny.db", "cannot be used", "corrupt", "move it away"))
+    assert db.read_bytes() == before, "a corrupt storage must be left as it is"
+
+
+# -- exports --------------------------------------------------------------------------------------------
+def test_export_from_a_study_not_run(tmp_path):
+    p = write_study(tmp_path, FAST_STUDY)
+    usage_error(tmp_path, "export", p, needles=("'tiny'", "tiny.db", "dse run"))
+
+
+def test_export_with_no_feasible_trial(tmp_path):
+    text = edit("trials = 12", "trials = 3", edit("max = 4.0", "max = 0.001"))
+    p = write_study(tmp_path, text)
+    r = dse(tmp_path, "run", "-q", p)
+    assert r.returncode == 0, r.stderr  # an impossible constraint is a valid study: its trials are infeasible
+    needles = ("export:", "'tiny'", "no feasible trial", "area_mm2 <= 0.001", "relax [[constraints]]")
+    line = usage_error(tmp_path, "export", p, needles=needles)
+    for sel in (("--pareto", "--format", "json"), ("--best", "speedup")):
+        assert usage_error(tmp_path, "export", *sel, p) == line
