@@ -27,7 +27,7 @@ from dse.pareto import hypervolume
 from dse.study import hv_reference, load_points, open_study, run
 from dse.studyfile import load_study
 
-CHECKPOINTS = (10, 25, 50, 100, 200)
+CHECKPOINTS = (5, 10, 25, 50, 100, 200)
 
 
 def _setting(params: dict) -> tuple:
@@ -85,18 +85,24 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--methods", nargs="+", default=["random", "tpe", "nsga2", "hybrid"])
     ap.add_argument("--out", default=None, help="output stem (CSV and PNG); default docs/search_quality-<study>")
+    ap.add_argument("--combine", nargs="+", default=None, metavar="CSV",
+                    help="do not run: combine the curves of earlier runs (their CSV files) into one table and plot")
     a = ap.parse_args()
     spec = load_study(a.study)
     out = Path(a.out or f"docs/search_quality-{spec.name}")
     curves = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for method in a.methods:
-            for seed in a.seeds:
-                runs = a.hybrid_runs if method == "hybrid" else a.runs
-                c = run_method(spec, method, seed, runs, Path(tmp))
-                print(f"{method:7s} seed {seed}: {c.runs.max()} surrogate runs, {c.trials.max()} trials, "
-                      f"HV {c.hypervolume.iloc[-1]:.6g}, {c.seconds.iloc[0]:.0f} s", flush=True)
-                curves.append(c)
+    if a.combine:
+        curves = [pd.read_csv(f) for f in a.combine]
+        a.seeds = sorted(set(pd.concat(curves).seed))
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for method in a.methods:
+                for seed in a.seeds:
+                    runs = a.hybrid_runs if method == "hybrid" else a.runs
+                    c = run_method(spec, method, seed, runs, Path(tmp))
+                    print(f"{method:7s} seed {seed}: {c.runs.max()} surrogate runs, {c.trials.max()} trials, "
+                          f"HV {c.hypervolume.iloc[-1]:.6g}, {c.seconds.iloc[0]:.0f} s", flush=True)
+                    curves.append(c)
     df = pd.concat(curves, ignore_index=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out.with_suffix(".csv"), index=False)
@@ -124,7 +130,7 @@ def main() -> None:
     dense = []
     for (method, seed), g in df.groupby(["method", "seed"], sort=False):
         hv = np.interp(grid, g.runs, g.hypervolume, right=np.nan)
-        hv = pd.Series(hv).ffill().to_numpy()
+        hv = pd.Series(hv).ffill().to_numpy().copy()
         hv[grid > g.runs.max()] = np.nan
         dense.append(pd.DataFrame({"surrogate runs": grid, "hypervolume": hv, "method": method, "seed": seed}))
     d = pd.concat(dense).dropna()

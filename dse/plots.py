@@ -60,15 +60,17 @@ def make_plots(study: optuna.Study, spec: StudySpec, folder: Path) -> list[Path]
             mi, mj = spec.metrics[i], spec.metrics[j]
             sns.scatterplot(data=df, x=mi, y=mj, hue="status", style="status", palette=palette, markers=markers,
                             hue_order=list(palette), style_order=list(palette), s=36, alpha=0.8, ax=ax)
-            fr = df[df.status == "Pareto-optimal"].sort_values(mi)
-            ax.plot(fr[mi], fr[mj], color="#d62728", lw=0.8, alpha=0.5)
+            if len(spec.metrics) == 2:  # a 2-objective front is a staircase; projections of more are not
+                fr = df[df.status == "Pareto-optimal"].sort_values(mi)
+                ax.plot(fr[mi], fr[mj], color="#d62728", lw=0.8, alpha=0.5, drawstyle="steps-post")
             ax.set_xlabel(_label(mi, spec.directions[i]))
             ax.set_ylabel(_label(mj, spec.directions[j]))
             ax.legend(fontsize=8, loc="best")
         for ax in list(axes.flat)[n:]:
             ax.set_visible(False)
-        fig.suptitle(f"{spec.name}: {len(pts)} complete trials, {len(f)} Pareto-optimal "
-                     f"(red; front of all {len(spec.metrics)} objectives, projected pairwise)", fontsize=11)
+        fig.suptitle(f"{spec.name}: {len(pts)} complete trials, {len(f)} Pareto-optimal (red: the front of all "
+                     f"{len(spec.metrics)} objectives, projected pairwise; blue x: violates a constraint)",
+                     fontsize=11)
         fig.tight_layout()
         files += _save(fig, folder, "objectives")
         plt.close(fig)
