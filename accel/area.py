@@ -13,18 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from accel.hardware import Hardware, HardwareArray
+from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 
 __all__ = ["area_breakdown", "area_mm2", "leakage_w", "peak_power_w"]
 
-
-def _cols(hw):
-    if isinstance(hw, Hardware):
-        return HardwareArray.from_hardware(hw), True
-    if isinstance(hw, HardwareArray):
-        return hw, False
-    raise TypeError(f"hw must be a Hardware or a HardwareArray, got {type(hw).__name__}")
 
 
 def _out(x, single):
@@ -34,7 +27,7 @@ def _out(x, single):
 def area_breakdown(hw: Hardware | HardwareArray, tech: Tech | None = None) -> dict:
     """Area in mm^2 by part: ``pe``, ``sram``, ``vector``, ``predictor_pe``, ``predictor_sram``, ``total``."""
     tech = tech or default_tech()
-    h, single = _cols(hw)
+    h, single = as_array(hw)
     pe = h.rows * h.cols * tech.pe_area_um2 * 1e-6
     sram = (h.ifmap_kb + h.filter_kb + h.ofmap_kb) * tech.sram_mm2_per_kib
     vec = h.vector_width * tech.vector_lane_area_um2 * 1e-6
@@ -59,7 +52,7 @@ def leakage_w(hw: Hardware | HardwareArray, tech: Tech | None = None):
 def peak_power_w(hw: Hardware | HardwareArray, tech: Tech | None = None):
     """Peak power in W (see the module docstring for what is counted)."""
     tech = tech or default_tech()
-    h, single = _cols(hw)
+    h, single = as_array(hw)
     f = h.clock_ghz * 1e9
     scale = h.word_bytes / 2.0
     per_mac = tech.mac_pj + (tech.rf_accesses_per_mac * tech.rf_pj + tech.interpe_moves_per_mac * tech.interpe_pj) * scale

@@ -21,11 +21,11 @@ and ``Fr = ceil(Sr/R)``, ``Fc = ceil(Sc/C)``:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from accel.hardware import Hardware, HardwareArray
+from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 
 __all__ = ["GemmCost", "gemm_cost", "OPERANDS", "ENERGY_COMPONENTS"]
@@ -89,13 +89,6 @@ def _as_ops(M, K, N, repeat):
         out.append(a)
     return out
 
-
-def _as_hw(hw):
-    if isinstance(hw, Hardware):
-        return HardwareArray.from_hardware(hw), True
-    if isinstance(hw, HardwareArray):
-        return hw, False
-    raise TypeError(f"hw must be a Hardware or a HardwareArray, got {type(hw).__name__}")
 
 
 def _block(df: int, M, K, N, rep, hw: HardwareArray, idx: np.ndarray, tech: Tech, leakage_w, include_leakage):
@@ -241,7 +234,7 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
     op's time (turn off when the caller charges leakage over the wall time of a schedule itself).
     """
     M, K, N, rep = _as_ops(M, K, N, repeat)
-    hwa, single = _as_hw(hw)
+    hwa, single = as_array(hw)
     tech = tech or default_tech()
     from accel.area import leakage_w  # local: area imports hardware/tech only
     leak = np.asarray(leakage_w(hwa, tech), dtype=np.float64)

@@ -14,13 +14,12 @@ clock; they are a starting point, not a recommendation.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["Hardware", "HardwareArray", "DATAFLOWS", "FIELDS"]
+__all__ = ["Hardware", "HardwareArray", "DATAFLOWS", "FIELDS", "as_array"]
 
 #: dataflow names; a HardwareArray stores them as codes 0, 1, 2 in this order
 DATAFLOWS = ("os", "ws", "is")
@@ -323,3 +322,13 @@ class HardwareArray:
             np.array_equal(getattr(self, f), getattr(other, f)) for f in FIELDS)
 
     __hash__ = None
+
+
+def as_array(hw: "Hardware | HardwareArray") -> tuple["HardwareArray", bool]:
+    """``(columns, single)``: a HardwareArray for either input, and whether a single Hardware was given
+    (whose results the caller squeezes back to scalars / op arrays)."""
+    if isinstance(hw, Hardware):
+        return HardwareArray.from_hardware(hw), True
+    if isinstance(hw, HardwareArray):
+        return hw, False
+    raise TypeError(f"hw must be a Hardware or a HardwareArray, got {type(hw).__name__}")

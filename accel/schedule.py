@@ -33,7 +33,7 @@ import numpy as np
 
 from accel.area import leakage_w
 from accel.gemm import gemm_cost
-from accel.hardware import Hardware, HardwareArray
+from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 from accel.vector import vector_cost
 
@@ -85,13 +85,6 @@ class JobCost:
     def energy_total_j(self):
         return sum(self.energy_j[k] for k in ENERGY_KEYS)
 
-
-def _hw_array(hw) -> tuple[HardwareArray, bool]:
-    if isinstance(hw, Hardware):
-        return HardwareArray.from_hardware(hw), True
-    if isinstance(hw, HardwareArray):
-        return hw, False
-    raise TypeError(f"hw must be a Hardware or a HardwareArray, got {type(hw).__name__}")
 
 
 def _onehot(index: np.ndarray, n: int) -> np.ndarray:
@@ -204,7 +197,7 @@ def step_costs(ops, *, pred_train=None, pred_infer=None, hw: Hardware | Hardware
     step (inference only); both omitted means a free predictor (costs nothing).
     """
     tech = tech or default_tech()
-    hwa, single = _hw_array(hw)
+    hwa, single = as_array(hw)
     H = len(hwa)
     n = int(ops.layer.max()) + 1 if len(ops.phase) else 0
     ph = ops.phase

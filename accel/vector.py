@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel.area import leakage_w
-from accel.hardware import Hardware, HardwareArray
+from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 
 __all__ = ["VectorCost", "vector_cost"]
@@ -58,12 +58,7 @@ def vector_cost(elems, *, hw: Hardware | HardwareArray, tech: Tech | None = None
     frac = np.broadcast_to(np.asarray(dram_fraction, dtype=np.float64), (L,))
     if np.any((frac < 0) | (frac > 1)):
         raise ValueError("dram_fraction: must be in [0, 1]")
-    if isinstance(hw, Hardware):
-        h, single = HardwareArray.from_hardware(hw), True
-    elif isinstance(hw, HardwareArray):
-        h, single = hw, False
-    else:
-        raise TypeError(f"hw must be a Hardware or a HardwareArray, got {type(hw).__name__}")
+    h, single = as_array(hw)
     tech = tech or default_tech()
     col = lambda a: np.asarray(a, dtype=np.float64)[:, None]  # noqa: E731
     if elem_bytes is None:

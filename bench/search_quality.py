@@ -1,6 +1,6 @@
 """Hypervolume against the number of surrogate runs: random, TPE, NSGA-II (joint) and hybrid.
 
-    python bench/search_quality.py [--study studies/quickstart.toml] [--runs 200] [--hybrid-runs 50]
+    python bench/search_quality.py [--study studies/quickstart.toml] [--runs 200] [--hybrid-runs 50] [--max-trials 1500]
                                    [--seeds 0 1 2] [--out docs/search_quality]
 
 A surrogate run is a distinct training setting (the expensive part: seconds of training); trials that
@@ -14,7 +14,6 @@ curves as CSV and a seaborn plot.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from dataclasses import replace
@@ -58,12 +57,12 @@ def curve(study, spec, ref) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_method(spec, method: str, seed: int, runs: int, folder: Path) -> pd.DataFrame:
+def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials: int) -> pd.DataFrame:
     name = f"{spec.name}-{method}-s{seed}"
     s = replace(spec, name=name, seed=seed, sampler="nsga2" if method == "hybrid" else method,
                 strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml")
     url = f"sqlite:///{folder / (name + '.db')}"
-    stop = lambda st: distinct_settings(st) >= runs  # noqa: E731
+    stop = lambda st: distinct_settings(st) >= runs or len(st.get_trials(deepcopy=False)) >= max_trials  # noqa: E731
     t0 = time.perf_counter()
     if method == "hybrid":
         from dse.hybrid import run_hybrid
@@ -83,6 +82,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200, help="surrogate runs for the joint methods")
     ap.add_argument("--hybrid-runs", type=int, default=50, help="surrogate runs for the hybrid method")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--max-trials", type=int, default=1500,
+                    help="stop a method after this many trials even if it has not spent its surrogate runs "
+                         "(a converged joint sampler keeps re-proposing the same training settings)")
     ap.add_argument("--methods", nargs="+", default=["random", "tpe", "nsga2", "hybrid"])
     ap.add_argument("--out", default=None, help="output stem (CSV and PNG); default docs/search_quality-<study>")
     ap.add_argument("--combine", nargs="+", default=None, metavar="CSV",
@@ -99,7 +101,7 @@ def main() -> None:
             for method in a.methods:
                 for seed in a.seeds:
                     runs = a.hybrid_runs if method == "hybrid" else a.runs
-                    c = run_method(spec, method, seed, runs, Path(tmp))
+                    c = run_method(spec, method, seed, runs, Path(tmp), a.max_trials)
                     print(f"{method:7s} seed {seed}: {c.runs.max()} surrogate runs, {c.trials.max()} trials, "
                           f"HV {c.hypervolume.iloc[-1]:.6g}, {c.seconds.iloc[0]:.0f} s", flush=True)
                     curves.append(c)

@@ -38,7 +38,7 @@ from dse.evaluate import evaluate, hardware_metrics
 from dse.space import Bundle, Choice, Fixed, Range
 from dse.study import (RunResult, _objective, _sampler, _sigterm_as_interrupt, _storage, _suggest,
                        budget_state, failed_count, hv_reference, load_points, mask_url, open_study,
-                       recover_dead_workers, storage_url)
+                       progress_callback, recover_dead_workers, storage_url)
 from dse.pareto import front, hypervolume
 from dse.studyfile import StudySpec
 
@@ -139,14 +139,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     interrupted = False
     t0 = time.monotonic()
 
-    def callback(st, trial):
-        if progress is not None:
-            pts = load_points(st, spec)
-            progress({"finished": min(budget, budget_state(st)["done"]), "budget": budget,
-                      "front": len(front(pts, spec.directions)),
-                      "hypervolume": hypervolume(pts, spec.directions, ref),
-                      "last": (trial.number, trial.state.name)})
-
+    callback = progress_callback(spec, budget, ref, progress)
     try:
         with _sigterm_as_interrupt():
             while budget_state(main)["done"] < budget:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import numpy as np
 import optuna
 import pandas as pd
 

@@ -20,7 +20,6 @@ what ``dse export`` writes), and ``fail_reason`` for a failed trial. Constraints
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import signal
@@ -35,7 +34,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.errors import UsageError
-from dse.evaluate import METRICS, Configuration, evaluate, evaluate_hardware
+from dse.evaluate import evaluate, evaluate_hardware
 from dse.pareto import Point, front, hypervolume
 from dse.space import Bundle, Choice, Range
 from dse.studyfile import DEFAULT_HV_REFERENCE, StudySpec, spec_from_dict
@@ -394,6 +393,20 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
     return out
 
 
+def progress_callback(spec: StudySpec, budget: int, ref: list[float], progress: Callable[[dict], None] | None):
+    """An Optuna callback that reports the budget, the front's size and its hypervolume after each trial."""
+
+    def callback(st: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if progress is not None:
+            pts = load_points(st, spec)
+            progress({"finished": min(budget, budget_state(st)["done"]), "budget": budget,
+                      "front": len(front(pts, spec.directions)),
+                      "hypervolume": hypervolume(pts, spec.directions, ref),
+                      "last": (trial.number, trial.state.name)})
+
+    return callback
+
+
 def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
         progress: Callable[[dict], None] | None = None, worker: int = 0, heartbeat: int | None = None,
         poll: float = 0.5, stop: Callable[[optuna.Study], bool] | None = None) -> RunResult:
@@ -420,14 +433,7 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     interrupted = False
     t0 = time.monotonic()
 
-    def callback(st: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if progress is not None:
-            pts = load_points(st, spec)
-            progress({"finished": min(budget, budget_state(st)["done"]), "budget": budget,
-                      "front": len(front(pts, spec.directions)),
-                      "hypervolume": hypervolume(pts, spec.directions, ref),
-                      "last": (trial.number, trial.state.name)})
-
+    callback = progress_callback(spec, budget, ref, progress)
     try:
         with _sigterm_as_interrupt():
             while timeout is None or time.monotonic() - t0 < timeout:

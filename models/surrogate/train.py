@@ -227,7 +227,6 @@ def _train(cfg, scheme, seed, replay):
         return g
 
     mask = np.zeros(total, dtype=bool)
-    q_step = np.full(total, np.nan)
     q_cos = np.full(total, np.nan)
     q_rel = np.full(total, np.nan)
     losses = np.zeros(total)

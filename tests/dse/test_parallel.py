@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import pytest
 from models.surrogate import SurrogateConfig, evaluate
 from models.surrogate.config import RULES
 from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d, softmax_cross_entropy
-from models.surrogate.nets import Net, build_network
-from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, grad_matrix, pool_matrix
+from models.surrogate.nets import build_network
+from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, pool_matrix
 from models.surrogate.train import Schedule, phases_to_mask, train_run
 
 ROOT = Path(__file__).resolve().parents[2]
