@@ -97,6 +97,9 @@ def run(
     typer.echo(f"{spec.name}: {res['finished']}/{res['budget']} trials finished ({res['complete']} complete), "
                f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
                f"{res['storage']}")
+    if res.get("exhausted"):
+        typer.echo("the hybrid search stopped early: 50 training settings in a row brought no hardware point "
+                   "that is not in the study already (the space is exhausted for this budget)", err=True)
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
         raise typer.Exit(130)

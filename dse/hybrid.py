@@ -138,6 +138,8 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     hw_metrics = [m for m in spec.metrics if m not in _ACC]
     interrupted = False
     t0 = time.monotonic()
+    entered = {_key(t.params) for t in main.get_trials(deepcopy=False)}
+    repeats = 0  # consecutive training settings that brought nothing new
 
     callback = progress_callback(spec, budget, ref, progress)
     try:
@@ -195,15 +197,21 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                         if c.min is not None:
                             viol += np.maximum(0.0, c.min - v)
                     idx = np.array([int(np.argmin(viol))])
-                left = budget - budget_state(main)["done"]
-                idx = idx[:left]
-                for i in idx:
-                    main.enqueue_trial({**tparams, **keep[i]}, skip_if_exists=False)
-                main.optimize(objective, n_trials=len(idx), catch=(Exception,), callbacks=[callback],
-                              gc_after_trial=False)
                 best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
                         for m, mx in zip(spec.metrics, maxi)]
+                # a setting proposed again: enter only hardware points not in the study yet
+                new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
+                new = new[:budget - budget_state(main)["done"]]
+                for i in new:
+                    main.enqueue_trial({**tparams, **keep[i]}, skip_if_exists=False)
+                    entered.add(_key({**tparams, **keep[i]}))
+                if new:
+                    main.optimize(objective, n_trials=len(new), catch=(Exception,), callbacks=[callback],
+                                  gc_after_trial=False)
                 outer.tell(ot, best)
+                repeats = 0 if new else repeats + 1
+                if repeats >= 50:  # the sampler keeps proposing settings whose sub-fronts are all entered
+                    break
     except KeyboardInterrupt:
         interrupted = True
         for t in outer.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -212,7 +220,11 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     return RunResult(finished=budget_state(main)["done"], budget=budget, complete=len(pts),
                      front=len(front(pts, spec.directions)), hypervolume=hypervolume(pts, spec.directions, ref),
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(main),
-                     surrogate_runs=len(outer.trials))
+                     surrogate_runs=len(outer.trials), exhausted=repeats >= 50)
+
+
+def _key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
 
 
 def _first(knob):

@@ -1,0 +1,91 @@
+"""The hybrid strategy: Optuna on training knobs, the vectorized hardware model on hardware."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import moocore
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from accel import HardwareArray
+from dse.evaluate import evaluate, hardware_metrics
+from dse.hybrid import _hardware, hardware_candidates, run_hybrid
+from dse.study import load_points, open_study
+from dse.studyfile import load_study
+
+
+def _hybrid(study_file):
+    # six training settings, so that twelve trials need several of them
+    study_file.write_text(study_file.read_text().replace("pred_width = [8, 32]",
+                                                         "pred_width = [4, 8, 16, 32, 64, 128]"))
+    return replace(load_study(study_file), strategy="hybrid", front_size=3)
+
+
+def test_candidates_enumerate_a_small_grid_and_sample_a_large_one(study_file):
+    spec = _hybrid(study_file)
+    grid = hardware_candidates(spec, max_points=10_000, seed=0)
+    # rows x cols x bandwidth x predictor_unit = 3 x 3 x 2 x 2
+    assert len(grid) == 36 and len({tuple(sorted(c.items())) for c in grid}) == 36
+    sampled = hardware_candidates(spec, max_points=20, seed=0)
+    assert len(sampled) == 20
+    assert sampled == hardware_candidates(spec, max_points=20, seed=0)
+
+
+def test_an_exhausted_space_ends_the_run(study_file):
+    spec = replace(load_study(study_file), strategy="hybrid", front_size=2)  # 2 settings x 2 points < 12
+    res = run_hybrid(spec)
+    assert res["exhausted"] and res["finished"] == 4
+    trials = open_study(spec, create=False).get_trials()
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials) == 4
+
+
+def test_hybrid_enters_the_hardware_subfront_of_each_trained_setting(study_file):
+    spec = _hybrid(study_file)
+    res = run_hybrid(spec)
+    assert res["finished"] == spec.trials
+    study = open_study(spec, create=False)
+    trials = study.get_trials()
+    assert len(trials) == spec.trials and all(t.state == TrialState.COMPLETE for t in trials)
+    settings = {}
+    for t in trials:
+        key = tuple(sorted((k, v) for k, v in t.params.items() if k.startswith("training.")))
+        settings.setdefault(key, []).append(t)
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=f"sqlite:///{study_file.parent / 'tiny.db'}")
+    # one surrogate run per outer trial; a setting proposed twice adds only points not entered yet
+    assert len(settings) <= len(outer.trials)
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials)
+    # each setting's trials are feasible, mutually non-dominated, and non-dominated among ALL its hardware points
+    maxi = [d == "maximize" for d in spec.directions]
+    for key, ts in settings.items():
+        assert len(ts) <= spec.front_size
+        cfg = spec.configuration({**dict(key), **ts[0].params})
+        cfg = replace(cfg, seeds=spec.seeds)
+        metrics = evaluate(cfg)["metrics"]
+        cands = [c for c in hardware_candidates(spec, max_points=spec.inner_points, seed=0)]
+        hws = [h for h in (_hardware(spec, c) for c in cands) if h is not None]
+        hm = hardware_metrics(cfg, HardwareArray.from_list(hws), metrics["gp_fraction"])
+        feasible = hm["area_mm2"] <= 4.0
+        allv = np.column_stack([np.full(len(hws), metrics[m]) if m not in hm else hm[m] for m in spec.metrics])
+        for t in ts:
+            assert all(v <= 0 for v in t.constraints.values())
+            v = np.array(t.values)
+            better_or_equal = np.where(maxi, allv[feasible] >= v, allv[feasible] <= v).all(axis=1)
+            strictly = np.where(maxi, allv[feasible] > v, allv[feasible] < v).any(axis=1)
+            assert not (better_or_equal & strictly).any(), "an entered point is dominated"
+        assert moocore.is_nondominated(np.array([t.values for t in ts]), maximise=maxi).all()
+
+
+def test_hybrid_is_deterministic_for_a_seed(study_file, tmp_path):
+    other = tmp_path / "again"
+    other.mkdir()
+    copy = other / "tiny.toml"
+    copy.write_text(study_file.read_text())
+    out = []
+    for f in (study_file, copy):
+        spec = _hybrid(f)
+        run_hybrid(spec)
+        out.append([(p.number, p.values, tuple(sorted(p.params.items())))
+                    for p in load_points(open_study(spec, create=False), spec)])
+    assert out[0] == out[1]
