@@ -119,6 +119,10 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     for t in study.get_trials(deepcopy=False):
         states[t.state.name.lower()] += 1
     pts = load_points(study, spec)
+    reasons: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
+        r = t.user_attrs.get("fail_reason", "no reason recorded")
+        reasons[r] = reasons.get(r, 0) + 1
     out = {
         "study": spec.name,
         "storage": mask_url(storage_url(spec, storage)),
@@ -129,11 +133,16 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
         "hypervolume": hypervolume(pts, spec.directions, hv_reference(spec)),
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],
+        "failures": reasons,
     }
     if json_out:
         typer.echo(json.dumps(out, indent=2))
         return
     for k, v in out.items():
+        if k == "failures":
+            for reason, n in sorted(v.items(), key=lambda x: -x[1])[:10]:
+                typer.echo(f"{'failed':12s} {n} x {reason}")
+            continue
         if isinstance(v, dict):
             v = ", ".join(f"{a} {b}" for a, b in v.items() if b)
         elif isinstance(v, list):

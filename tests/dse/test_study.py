@@ -121,3 +121,21 @@ def test_status_and_plots(study_file, tmp_path, capsys):
     names = {p.name for p in outdir.iterdir()}
     assert {"objectives.png", "objectives.svg", "hypervolume.png", "hypervolume.svg"} <= names
     assert (outdir / "objectives.png").stat().st_size > 10_000
+
+
+def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(study_file, capsys):
+    # every value is possible alone; 512 rows need more than a 0.5 KiB ifmap buffer holds
+    text = study_file.read_text().replace("rows = [8, 16, 32]", "rows = [8, 512]\nifmap_kb = [0.5, 4.0]")
+    study_file.write_text(text)
+    spec = load_study(study_file)
+    res = run(spec)
+    assert res["finished"] == spec.trials
+    trials = open_study(spec, create=False).get_trials()
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    assert failed and res["failed"] == len(failed)
+    assert all(t.params["hardware.rows"] == 512 and t.params["hardware.ifmap_kb"] == 0.5 for t in failed)
+    assert all(t.user_attrs["fail_reason"].startswith("impossible configuration: ifmap_kb") for t in failed)
+    assert any(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert _cli("status", str(study_file)) == 0
+    out = capsys.readouterr().out
+    assert f"{len(failed)} x impossible configuration: ifmap_kb" in out
