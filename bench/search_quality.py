@@ -57,10 +57,12 @@ def curve(study, spec, ref) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials: int) -> pd.DataFrame:
+def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials: int,
+               front_size: int | None = None) -> pd.DataFrame:
     name = f"{spec.name}-{method}-s{seed}"
     s = replace(spec, name=name, seed=seed, sampler="nsga2" if method == "hybrid" else method,
-                strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml")
+                strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml",
+                front_size=front_size or spec.front_size)
     url = f"sqlite:///{folder / (name + '.db')}"
     stop = lambda st: distinct_settings(st) >= runs or len(st.get_trials(deepcopy=False)) >= max_trials  # noqa: E731
     t0 = time.perf_counter()
@@ -82,6 +84,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200, help="surrogate runs for the joint methods")
     ap.add_argument("--hybrid-runs", type=int, default=50, help="surrogate runs for the hybrid method")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--front-size", type=int, default=None,
+                    help="hybrid: sub-front points entered per training setting (default: the study's)")
     ap.add_argument("--max-trials", type=int, default=1500,
                     help="stop a method after this many trials even if it has not spent its surrogate runs "
                          "(a converged joint sampler keeps re-proposing the same training settings)")
@@ -101,7 +105,9 @@ def main() -> None:
             for method in a.methods:
                 for seed in a.seeds:
                     runs = a.hybrid_runs if method == "hybrid" else a.runs
-                    c = run_method(spec, method, seed, runs, Path(tmp), a.max_trials)
+                    c = run_method(spec, method, seed, runs, Path(tmp), a.max_trials, a.front_size)
+                    if method == "hybrid":
+                        c["method"] = f"hybrid (front_size {a.front_size or spec.front_size})"
                     print(f"{method:7s} seed {seed}: {c.runs.max()} surrogate runs, {c.trials.max()} trials, "
                           f"HV {c.hypervolume.iloc[-1]:.6g}, {c.seconds.iloc[0]:.0f} s", flush=True)
                     curves.append(c)
