@@ -294,6 +294,9 @@ def worker(
     from dse.study import default_heartbeat, run as run_study, storage_url
 
     spec = _load(study_file).with_overrides(trials=trials)
+    if spec.strategy == "hybrid":
+        raise UsageError("study.strategy: `dse worker` runs the joint strategy; the hybrid strategy runs in one "
+                         "process (`dse run`), its inner search being vectorized")
     url = storage_url(spec, storage)
     hb = heartbeat if heartbeat is not None else default_heartbeat(url)
 
