@@ -35,12 +35,13 @@ import optuna
 
 from accel import Hardware, HardwareArray
 from dse.evaluate import evaluate, hardware_metrics
-from dse.space import Bundle, Choice, Fixed, Range
+from dse.space import Bundle, Choice, Range
 from dse.study import (RunResult, _objective, _sampler, _sigterm_as_interrupt, _storage, _suggest,
                        budget_state, failed_count, hv_reference, load_points, mask_url, open_study,
                        progress_callback, recover_dead_workers, storage_url)
 from dse.pareto import front, hypervolume
 from dse.studyfile import StudySpec
+from models.surrogate import SurrogateConfig
 
 __all__ = ["run_hybrid", "hardware_candidates"]
 
@@ -84,16 +85,8 @@ def hardware_candidates(spec: StudySpec, *, max_points: int, seed: int) -> list[
 
 
 def _hardware(spec: StudySpec, params: dict) -> Hardware | None:
-    hw = spec.base.hardware.to_dict()
-    for n, k in spec.space:
-        if n.startswith("hardware."):
-            field = n.split(".", 1)[1]
-            if isinstance(k, Fixed):
-                hw[field] = k.value
-            elif isinstance(k, Bundle):
-                hw.update(k.table(params[n]))
-            else:
-                hw[field] = params[n]
+    """The candidate accelerator for hardware knob values ``params`` (None if it is impossible)."""
+    hw = {**spec.base.hardware.to_dict(), **spec.space.split(params, section="hardware").get("hardware", {})}
     try:
         return Hardware.from_dict(hw)
     except (ValueError, TypeError):
@@ -151,13 +144,13 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                     break
                 ot = outer.ask()
                 tparams = {n: _suggest(ot, n, k) for n, k in train_knobs}
+                training = {**spec.base.training.to_dict(),
+                            **spec.space.split(tparams, section="training").get("training", {})}
                 try:
-                    cfg = spec.configuration({**tparams, **{n: _first(k) for n, k in spec.space.searched()
-                                                            if n.startswith("hardware.")}})
+                    cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
                 except ValueError:
                     outer.tell(ot, state=optuna.trial.TrialState.FAIL)
                     continue
-                cfg = replace(cfg, seeds=spec.seeds)
                 sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
                 gpf = sur["metrics"]["gp_fraction"]
                 cands = hardware_candidates(spec, max_points=inner_points, seed=spec.seed + len(outer.trials))
@@ -225,11 +218,3 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
 
 def _key(params: dict) -> tuple:
     return tuple(sorted(params.items()))
-
-
-def _first(knob):
-    if isinstance(knob, (Choice, Bundle)):
-        return knob.values()[0]
-    if isinstance(knob, Range):
-        return knob.low
-    return knob.value if isinstance(knob, Fixed) else None

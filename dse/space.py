@@ -160,14 +160,17 @@ class Space:
         """Values per searched knob, for the grid sampler (every knob must be finite)."""
         return {n: k.values() for n, k in self.searched()}
 
-    def split(self, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """Sampled parameters plus fixed knobs, grouped by section: {"training": {...}, "hardware": {...}}."""
+    def split(self, params: dict[str, Any], section: str | None = None) -> dict[str, dict[str, Any]]:
+        """Sampled parameters plus fixed knobs, grouped by section: {"training": {...}, "hardware": {...}}
+        (only ``section``'s when given; ``params`` then needs only that section's knobs)."""
         out: dict[str, dict[str, Any]] = {}
         for n, k in self.knobs:
-            section, field = n.split(".", 1)
+            if section is not None and not n.startswith(section + "."):
+                continue
+            section_, field = n.split(".", 1)
             v = k.value if isinstance(k, Fixed) else params[n]
             if isinstance(k, Bundle):
-                out.setdefault(section, {}).update(k.table(v))
+                out.setdefault(section_, {}).update(k.table(v))
             else:
-                out.setdefault(section, {})[field] = v
+                out.setdefault(section_, {})[field] = v
         return out
