@@ -97,7 +97,7 @@ def _storage(url: str, *, heartbeat: int | None = None):
         engine_kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else None
         if url.startswith("sqlite"):
             engine_kwargs = {"connect_args": {"timeout": 60}}  # wait for a concurrent writer's lock
-        st = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        st = _rdb_storage(url, engine_kwargs, kwargs)
         if url.startswith("sqlite"):
             _fast_sqlite(st)
         return st
@@ -115,6 +115,22 @@ def _storage(url: str, *, heartbeat: int | None = None):
         if "file is not a database" in reason or "malformed" in reason:
             hint = " (the SQLite file is corrupt or not a database: move it away to start afresh)"
         raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}{hint}") from None
+
+
+def _rdb_storage(url: str, engine_kwargs, kwargs, attempts: int = 6):
+    """Optuna's RDB storage; retried when another process is creating the same fresh database at the same
+    moment (both create the schema: one of them fails on a unique constraint or a lock)."""
+    import sqlalchemy.exc
+
+    for i in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as e:
+            transient = isinstance(e, sqlalchemy.exc.IntegrityError) or "locked" in str(e) \
+                or "already exists" in str(e)
+            if not transient or i == attempts - 1:
+                raise
+            time.sleep(0.2 * (i + 1))
 
 
 def _fast_sqlite(storage) -> None:

@@ -139,3 +139,20 @@ def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(s
     assert _cli("status", str(study_file)) == 0
     out = capsys.readouterr().out
     assert f"{len(failed)} x impossible configuration: ifmap_kb" in out
+
+
+def _open_storage(url):
+    from dse.study import _storage
+
+    _storage(url)
+    return "ok"
+
+
+def test_processes_creating_one_fresh_database_at_once_all_succeed(tmp_path):
+    """`dse run` and `dse status` (or several workers) starting together on a new SQLite file."""
+    import multiprocessing as mp
+
+    for i in range(3):
+        url = f"sqlite:///{tmp_path / f'race{i}.db'}"
+        with mp.get_context("spawn").Pool(4) as pool:
+            assert pool.map(_open_storage, [url] * 4) == ["ok"] * 4
