@@ -240,14 +240,9 @@ def test_adaptive_schedule_grows_with_a_good_predictor_and_shrinks_with_a_bad_on
 
 
 def _phases(mask):
-    out = []
-    for v in mask:
-        k = "gp" if v else "bp"
-        if out and out[-1][0] == k:
-            out[-1][1] += 1
-        else:
-            out.append([k, 1])
-    return out
+    from models.surrogate.train import _mask_to_phases
+
+    return _mask_to_phases(mask)
 
 
 # ---------------------------------------------------------------------------------------------------------
