@@ -44,7 +44,7 @@ __all__ = ["StepCost", "StepCosts", "JobCost", "step_costs", "job_cost", "ENERGY
 ENERGY_KEYS = ("mac", "rf", "interpe", "alu", "sram", "dram", "leakage")
 
 _GEMM_PHASES = ("fwd", "igrad", "wgrad")
-_PRED_GEMM = ("pred_fwd", "pred_igrad", "pred_wgrad")
+_PRED_GEMM = ("pred_fwd", "pred_refwd", "pred_igrad", "pred_wgrad")
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def _add_energy(*parts: dict) -> dict:
 
 
 def _stash(ops, hw: HardwareArray, n_layers: int, fwd_compute_s, fwd_dram_s):
-    """Per layer: off-chip stash bytes (H, n) and the stall they add to the forward (H, n) and backward (H,)."""
+    """Per layer: off-chip stash bytes (H, n) and the stall they add to the forward (H, n)."""
     stash = np.zeros(n_layers)
     np.add.at(stash, ops.layer[ops.stash_bytes > 0], ops.stash_bytes[ops.stash_bytes > 0])
     cap = (hw.ifmap_kb + hw.filter_kb + hw.ofmap_kb) * 1024.0  # (H,)
@@ -202,10 +202,14 @@ def step_costs(ops, *, pred_train=None, pred_infer=None, hw: Hardware | Hardware
     n = int(ops.layer.max()) + 1 if len(ops.phase) else 0
     ph = ops.phase
     layer_fwd = _onehot(np.where(np.isin(ph, ("fwd", "fwd_vec")), ops.layer, -1), n)
-    # layers whose weight gradient the predictor predicts: GEMM layers with weights (a forward GEMM and a
-    # weight update), the same rule as models.predictor's
+    # layers whose weight gradient the predictor predicts: GEMM layers with weights of their own (a forward
+    # GEMM and a weight update), the same rule as models.predictor's
     predicted = np.zeros(n, dtype=bool)
     predicted[np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
+    if pred_infer is not None and len(pred_infer.phase):
+        extra = set(pred_infer.layer[pred_infer.layer >= 0].tolist()) - set(np.flatnonzero(predicted).tolist())
+        if extra:
+            raise ValueError(f"predictor ops for layers without their own weight update: {sorted(extra)[:5]}")
     upd = ph == "update"
     m = _Costed(ops, hwa, tech, {
         "fwd": layer_fwd,

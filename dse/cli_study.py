@@ -94,7 +94,8 @@ def run(
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
                               f"{study_file}`")
     dt = time.perf_counter() - t0
-    typer.echo(f"{spec.name}: {res['finished']}/{res['budget']} trials finished ({res['complete']} complete), "
+    typer.echo(f"{spec.name}: {min(res['finished'], res['budget'])}/{res['budget']} trials finished "
+               f"({res['complete']} complete in the study), "
                f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
                f"{res['storage']}")
     if res.get("exhausted"):
@@ -278,11 +279,15 @@ def worker(
                                                         "seed + 1000 x index (+ trials done so far)."),
     trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1, help="The shared trial budget "
                                                                            "(default: the file's)."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The study's seed, overriding the file."),
     heartbeat: Optional[int] = typer.Option(None, "--heartbeat", min=1,
                                             help="Seconds between heartbeats (RDB storages): a trial whose "
                                                  "worker stops beating for 3 intervals is failed and retried. "
                                                  "Default: 5 for PostgreSQL/MySQL, off otherwise (local "
                                                  "workers are watched by process id)."),
+    joint: bool = typer.Option(False, "--joint", help="Run a study whose file says strategy = hybrid with the "
+                                                      "joint strategy (what `dse run --workers N` does)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final line."),
 ) -> None:
     """Join a study as one worker: run trials until the shared budget is met.
@@ -293,10 +298,13 @@ def worker(
     """
     from dse.study import default_heartbeat, run as run_study, storage_url
 
-    spec = _load(study_file).with_overrides(trials=trials)
-    if spec.strategy == "hybrid":
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed: must be an integer >= 0, got {seed}")
+    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed)
+    if spec.strategy == "hybrid" and not joint:
         raise UsageError("study.strategy: `dse worker` runs the joint strategy; the hybrid strategy runs in one "
-                         "process (`dse run`), its inner search being vectorized")
+                         "process (`dse run`), its inner search being vectorized; pass --joint to run this study "
+                         "jointly")
     url = storage_url(spec, storage)
     hb = heartbeat if heartbeat is not None else default_heartbeat(url)
 

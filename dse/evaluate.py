@@ -236,6 +236,10 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
     return {"models": rows, "summary": summary}
 
 
+#: metrics that depend on the hardware (the others come from the training surrogate)
+HARDWARE_METRICS = ("speedup", "speedup_same_hw", "energy_j", "energy_saving", "area_mm2", "power_w")
+
+
 def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float) -> dict[str, np.ndarray]:
     """The hardware metrics of ``cfg``'s training knobs over many accelerators at once (arrays (H,)).
 
@@ -286,7 +290,7 @@ def _geomean(xs: list[float]) -> float:
     return float(math.exp(np.mean(np.log(xs))))
 
 
-def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None, progress=None) -> dict:
+def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dict:
     """Every metric of ``cfg``: the surrogate (cached) for accuracy and GP fraction, then the hardware.
 
     Returns ``{"models": [...], "summary": {...}, "metrics": {...}, "surrogate": {...} | None}`` where

@@ -34,7 +34,7 @@ import numpy as np
 import optuna
 
 from accel import Hardware, HardwareArray
-from dse.evaluate import evaluate, hardware_metrics
+from dse.evaluate import HARDWARE_METRICS, evaluate, hardware_metrics
 from dse.space import Bundle, Choice, Range
 from dse.study import (RunResult, _objective, _sampler, _sigterm_as_interrupt, _storage, _suggest,
                        budget_state, failed_count, hv_reference, load_points, mask_url, open_study,
@@ -45,7 +45,6 @@ from models.surrogate import SurrogateConfig
 
 __all__ = ["run_hybrid", "hardware_candidates"]
 
-_ACC = {"accuracy", "accuracy_drop", "predictor_gain"}
 
 
 def _knob_values(knob) -> list | None:
@@ -111,10 +110,8 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     inner_points = inner_points or spec.inner_points
     front_size = front_size or spec.front_size
     url = storage_url(spec, storage)
-    main = open_study(spec, url, create=True)
+    main = open_study(spec, url, create=True)  # its trials are all enqueued: its sampler is never asked
     recover_dead_workers(main)
-    done0 = budget_state(main)["done"]
-    main = open_study(spec, url, create=True, seed=spec.seed + done0)
     train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
     outer_store = _storage(url)
     outer_name = f"{spec.name}.training"
@@ -123,12 +120,21 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     for t in outer.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         outer.tell(t.number, state=optuna.trial.TrialState.FAIL)  # left by an interrupted run
     # seeded by the history's length, so that a resumed run does not replay the first run's samples
-    outer = optuna.load_study(storage=outer_store, study_name=outer_name,
-                              sampler=_sampler(spec, spec.seed + len(outer.trials)))
+    if spec.sampler == "grid":
+        # the grid of training settings, in a seeded order; each is asked once (enqueued), then the run ends
+        grid = [dict(zip([n for n, _ in train_knobs], combo))
+                for combo in itertools.product(*[k.values() for _, k in train_knobs])]
+        np.random.default_rng(spec.seed).shuffle(grid)
+        outer = optuna.load_study(storage=outer_store, study_name=outer_name,
+                                  sampler=optuna.samplers.RandomSampler(seed=spec.seed))
+    else:
+        grid = None
+        outer = optuna.load_study(storage=outer_store, study_name=outer_name,
+                                  sampler=_sampler(spec, spec.seed + len(outer.trials)))
     ref = hv_reference(spec)
     objective = _objective(spec, budget)
     maxi = np.array([d == "maximize" for d in spec.directions])
-    hw_metrics = [m for m in spec.metrics if m not in _ACC]
+    hw_metrics = [m for m in spec.metrics if m in HARDWARE_METRICS]
     interrupted = False
     t0 = time.monotonic()
     entered = {_key(t.params) for t in main.get_trials(deepcopy=False)}
@@ -142,16 +148,25 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                     break
                 if stop is not None and stop(main):
                     break
+                if grid is not None:
+                    if len(outer.trials) >= len(grid):
+                        repeats = 50  # every training setting of the grid has been searched
+                        break
+                    outer.enqueue_trial(grid[len(outer.trials)])
                 ot = outer.ask()
                 tparams = {n: _suggest(ot, n, k) for n, k in train_knobs}
                 training = {**spec.base.training.to_dict(),
                             **spec.space.split(tparams, section="training").get("training", {})}
                 try:
                     cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
-                except ValueError:
+                    sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
+                except (ValueError, TypeError, FloatingPointError) as e:
+                    ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
                     outer.tell(ot, state=optuna.trial.TrialState.FAIL)
+                    repeats += 1
+                    if repeats >= 50:
+                        break
                     continue
-                sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
                 gpf = sur["metrics"]["gp_fraction"]
                 cands = hardware_candidates(spec, max_points=inner_points, seed=spec.seed + len(outer.trials))
                 hws, keep = [], []
@@ -161,20 +176,21 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                         hws.append(h)
                         keep.append(c)
                 if not hws:
+                    ot.set_user_attr("fail_reason", "no possible hardware point")
                     outer.tell(ot, state=optuna.trial.TrialState.FAIL)
+                    repeats += 1
+                    if repeats >= 50:
+                        break
                     continue
                 arr = HardwareArray.from_list(hws)
                 hm = hardware_metrics(cfg, arr, gpf)
-                metrics = {**{k: np.full(len(hws), v) for k, v in sur["metrics"].items()
-                              if k in _ACC}, **hm}
-                feasible = np.ones(len(hws), dtype=bool)
+                # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
+                metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items()
+                              if k not in hm}, **hm}
+                viol = np.zeros(len(hws))  # summed constraint violation per hardware point (0: feasible)
                 for c in spec.constraints:
-                    v = metrics[c.metric]
-                    if c.max is not None:
-                        feasible &= v <= c.max
-                    if c.min is not None:
-                        feasible &= v >= c.min
-                idx = np.flatnonzero(feasible)
+                    viol += np.maximum(0.0, c.violation(metrics[c.metric]))
+                idx = np.flatnonzero(viol <= 0)
                 if len(idx):
                     vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
                     nd = moocore.is_nondominated(vals, maximise=maxi.tolist())
@@ -182,13 +198,6 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                     key = metrics[hw_metrics[0]] if hw_metrics else np.zeros(len(hws))
                     idx = _thin(idx, key, front_size)
                 else:  # nothing feasible: enter the least-violating point, so the study records why
-                    viol = np.zeros(len(hws))
-                    for c in spec.constraints:
-                        v = metrics[c.metric]
-                        if c.max is not None:
-                            viol += np.maximum(0.0, v - c.max)
-                        if c.min is not None:
-                            viol += np.maximum(0.0, c.min - v)
                     idx = np.array([int(np.argmin(viol))])
                 best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
                         for m, mx in zip(spec.metrics, maxi)]

@@ -10,9 +10,11 @@ budget is met exactly. Ctrl-C or SIGTERM stops every worker cleanly (completed t
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from dse.errors import UsageError
@@ -24,12 +26,25 @@ from dse.studyfile import StudySpec
 __all__ = ["run_workers"]
 
 
-def _spawn(spec: StudySpec, url: str, index: int, budget: int) -> subprocess.Popen:
+def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> subprocess.Popen:
+    """A `dse worker` process with the run's effective settings (command-line overrides included). Its own
+    session: Ctrl-C reaches the parent, which stops every worker once; stderr goes to a file (a pipe read
+    only at exit could fill up and block the worker)."""
     cmd = [sys.executable, "-m", "dse.cli", "worker", str(spec.path), "--storage", url, "--index", str(index),
-           "--trials", str(budget), "--quiet"]
+           "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--joint", "--quiet"]
     env = dict(os.environ)
     env.pop("DSE_STORAGE", None)
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = open(os.path.join(logdir, f"worker-{index}.log"), "w+")
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
+    p.errlog = err  # type: ignore[attr-defined]
+    return p
+
+
+def _stderr(p: subprocess.Popen) -> str:
+    p.errlog.seek(0)  # type: ignore[attr-defined]
+    text = p.errlog.read().strip()  # type: ignore[attr-defined]
+    p.errlog.close()  # type: ignore[attr-defined]
+    return text
 
 
 def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, timeout: float | None = None,
@@ -40,7 +55,8 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url))
     budget = spec.trials
     ref = hv_reference(spec)
-    procs = {i: _spawn(spec, url, i, budget) for i in range(workers)}
+    logdir = tempfile.mkdtemp(prefix="dse-workers-")
+    procs = {i: _spawn(spec, url, i, budget, logdir) for i in range(workers)}
     next_index = workers
     restarts = 0
     max_restarts = 3 * workers if max_restarts is None else max_restarts
@@ -67,6 +83,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
 
     old = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
     last_done = -1
@@ -79,7 +96,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                 rc = p.poll()
                 if rc is None:
                     continue
-                err = (p.stderr.read() if p.stderr else "").strip()
+                err = _stderr(p)
                 del procs[i]
                 if rc not in (0, 130):
                     errors.append(f"worker {i} exited with {rc}" + (f": {err.splitlines()[-1]}" if err else ""))
@@ -89,7 +106,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                         raise UsageError(msg.removeprefix("dse: error: "))
                     recover_dead_workers(study)
                     if budget_state(study)["done"] < budget and restarts < max_restarts:
-                        procs[next_index] = _spawn(spec, url, next_index, budget)
+                        procs[next_index] = _spawn(spec, url, next_index, budget, logdir)
                         next_index += 1
                         restarts += 1
             b = budget_state(study)
@@ -108,6 +125,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
         signal.signal(signal.SIGTERM, old)
         if bar is not None:
             bar.stop()
+        shutil.rmtree(logdir, ignore_errors=True)
     pts = load_points(study, spec)
     b = budget_state(study)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(front(pts, spec.directions)),

@@ -42,7 +42,7 @@ from dse.studyfile import DEFAULT_HV_REFERENCE, StudySpec, spec_from_dict
 __all__ = ["run", "open_study", "load_points", "storage_url", "mask_url", "hv_reference", "TrialFailed",
            "RunResult", "FINISHED"]
 
-#: trial states that count toward the budget
+#: trial states that have ended (whether they count toward the budget is decided by ``_counts``)
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 _ACCURACY_METRICS = {"accuracy", "accuracy_drop", "predictor_gain"}
 
@@ -65,9 +65,9 @@ def storage_url(spec: StudySpec, storage: str | None = None, *, journal: bool = 
         return url
     folder = spec.path.parent if spec.path is not None else Path.cwd()
     db, log = folder / (spec.name + ".db"), folder / (spec.name + ".journal")
-    if journal or (log.exists() and not db.exists()):
+    if (journal and not db.exists()) or (log.exists() and not db.exists()):
         return f"journal:///{log}"
-    return f"sqlite:///{db}"
+    return f"sqlite:///{db}"  # an existing SQLite study stays where it is (WAL mode serves several processes)
 
 
 def default_heartbeat(url: str) -> int | None:
@@ -233,8 +233,19 @@ def _suggest(trial: optuna.Trial, name: str, knob) -> Any:
 _HOST = socket.gethostname()
 
 
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), so that a reused process id is not
+    mistaken for the worker that died; "" where /proc is not available."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
 def _owner() -> str:
-    return f"{_HOST}:{os.getpid()}"
+    """``host:pid:start`` of this process, recorded on each trial it runs."""
+    return f"{_HOST}:{os.getpid()}:{_start_time(os.getpid())}"
 
 
 def _retried(trials) -> set[int]:
@@ -311,7 +322,7 @@ def _evaluate_trial(trial: optuna.Trial, spec: StudySpec, needs_accuracy: bool) 
     params = {name: _suggest(trial, name, knob) for name, knob in spec.space.searched()}
     try:
         cfg = spec.configuration(params)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         reason = f"impossible configuration: {e}"
         trial.set_user_attr("fail_reason", reason)
         raise TrialFailed(reason) from None
@@ -396,9 +407,11 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
     """
     out = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = t.user_attrs.get("worker", "")
-        host, _, pid = owner.rpartition(":")
-        if host != _HOST or not pid.isdigit() or _pid_alive(int(pid)):
+        parts = t.user_attrs.get("worker", "").split(":")
+        if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+            continue
+        pid, start = int(parts[1]), parts[2]
+        if _pid_alive(pid) and (not start or _start_time(pid) == start) and pid != os.getpid():
             continue
         try:
             study.tell(t.number, state=TrialState.FAIL)

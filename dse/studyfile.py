@@ -40,6 +40,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from accel.hardware import FIELDS as HARDWARE_FIELDS
 from accel import Hardware
 from dse.errors import UsageError
@@ -98,14 +100,15 @@ class Constraint:
     max: float | None = None
     min: float | None = None
 
-    def violation(self, value: float) -> float:
-        """Optuna's convention: <= 0 when satisfied, the amount of violation otherwise."""
-        v = float("-inf")
+    def violation(self, value):
+        """Optuna's convention: <= 0 when satisfied, the amount of violation otherwise (a float, or an array
+        for an array of values)."""
+        v = np.full(np.shape(value), -np.inf)
         if self.max is not None:
-            v = max(v, value - self.max)
+            v = np.maximum(v, np.asarray(value) - self.max)
         if self.min is not None:
-            v = max(v, self.min - value)
-        return v
+            v = np.maximum(v, self.min - np.asarray(value))
+        return float(v) if np.ndim(v) == 0 else v
 
     def __str__(self) -> str:
         parts = []

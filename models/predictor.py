@@ -28,8 +28,9 @@ from models.graph import Net, TrainingOps
 
 __all__ = ["PredictorShape", "PREDICTOR_PHASES", "predictor_ops", "predictor_params"]
 
-#: predictor ops' phases: reorganization, inference, and (BP phases only) training
-PREDICTOR_PHASES = ("reorg", "pred_fwd", "pred_loss", "pred_igrad", "pred_wgrad", "pred_update")
+#: predictor ops' phases: reorganization, inference, and (BP phases only) training; ``pred_refwd`` is the
+#: forward pass an extra training step repeats
+PREDICTOR_PHASES = ("reorg", "pred_fwd", "pred_refwd", "pred_loss", "pred_igrad", "pred_wgrad", "pred_update")
 
 #: the predictor is trained with Adam (a scale-robust optimizer): two state tensors per parameter
 _PRED_UPDATE_ELEMS_PER_PARAM = 3 + 2 * 2
@@ -98,8 +99,9 @@ def predictor_params(shape: PredictorShape, net: Net) -> int:
 
 
 def _predicted_layers(net: Net) -> list[int]:
-    """Indices of the layers whose weight gradients the predictor predicts (conv and linear layers)."""
-    return [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.fan_in > 0]
+    """Indices of the layers whose weight gradients the predictor predicts: conv and linear layers with
+    weights of their own (a tied projection updates with the embedding it shares, in BP steps)."""
+    return [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.fan_in > 0 and l.params > 0]
 
 
 def predictor_ops(shape: PredictorShape, net: Net, batch: int, *, train: bool, word_bytes: int = 2
@@ -125,7 +127,11 @@ def predictor_ops(shape: PredictorShape, net: Net, batch: int, *, train: bool, w
             rows.append((i, "pred_fwd", samples, a, b, rep, 0, 0))
         if not train:
             continue
-        for _ in range(shape.train_steps):
+        for step in range(shape.train_steps):
+            if step:  # a further optimizer step re-runs the forward at the updated weights
+                for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+                    rep = tiles if j == len(widths) - 2 else 1
+                    rows.append((i, "pred_refwd", samples, a, b, rep, 0, 0))
             # MSE against the true gradient row: read prediction and target, write the loss gradient
             rows.append((i, "pred_loss", 0, 0, 0, 0, 3 * samples * l.fan_in, 0))
             for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):

@@ -89,3 +89,25 @@ def test_hybrid_is_deterministic_for_a_seed(study_file, tmp_path):
         out.append([(p.number, p.values, tuple(sorted(p.params.items())))
                     for p in load_points(open_study(spec, create=False), spec)])
     assert out[0] == out[1]
+
+
+def test_hybrid_with_the_grid_sampler_visits_each_training_setting_once(study_file):
+    spec = replace(_hybrid(study_file), sampler="grid", trials=1000)
+    res = run_hybrid(spec)
+    assert res["exhausted"] and res["surrogate_runs"] == 6  # the six pred_width values, then it stops
+    trials = open_study(spec, create=False).get_trials()
+    assert {t.params["training.pred_width"] for t in trials} == {4, 8, 16, 32, 64, 128}
+
+
+def test_hybrid_accepts_a_training_metric_as_objective_and_constraint(study_file):
+    text = study_file.read_text().replace('metric = "area_mm2"\n\n[[constraints]]',
+                                          'metric = "gp_fraction"\n\n[[constraints]]')
+    text += '\n[[constraints]]\nmetric = "gp_fraction"\nmax = 0.9\n'
+    text = text.replace("pred_width = [8, 32]", "pred_width = [4, 8, 16, 32, 64, 128]")
+    study_file.write_text(text)
+    spec = replace(load_study(study_file), strategy="hybrid", front_size=3, trials=6)
+    assert "gp_fraction" in spec.metrics
+    res = run_hybrid(spec)
+    assert res["finished"] == 6
+    for t in open_study(spec, create=False).get_trials():
+        assert t.values[2] == t.user_attrs["metrics"]["gp_fraction"] <= 0.9

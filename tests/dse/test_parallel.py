@@ -125,7 +125,7 @@ def test_a_sigkilled_local_worker_has_its_trial_retried(tmp_path):
     spec = load_study(f)
     p = _cli("run", str(f), "--workers", "2", "--quiet")
     victim = _wait_running(spec, f"journal:///{tmp_path / 'slow.journal'}")
-    os.kill(int(victim.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
+    os.kill(int(victim.user_attrs["worker"].split(":")[1]), signal.SIGKILL)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     _check_exact(spec, None, 6, killed=victim)
@@ -201,7 +201,7 @@ def test_a_sigkilled_postgres_worker_has_its_trial_retried(tmp_path):
     procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet", "--heartbeat", "1")
              for i in range(3)]
     victim = _wait_running(spec, PG)
-    pid = int(victim.user_attrs["worker"].rsplit(":", 1)[1])
+    pid = int(victim.user_attrs["worker"].split(":")[1])
     os.kill(pid, signal.SIGKILL)
     for p in procs:
         out, err = p.communicate(timeout=300)
