@@ -156,8 +156,10 @@ def test_signals_keep_completed_trials_and_resume(tmp_path, sig):
     assert not [t for t in trials if t.state == TrialState.RUNNING]
     done_before = budget_state(st)["done"]
     assert 1 <= done_before < 8
+    # the trial running when the signal came is failed as interrupted (none, if it came between trials)
     interrupted = [t for t in trials if t.state == TrialState.FAIL]
-    assert interrupted and all(t.user_attrs["fail_reason"].startswith("interrupted") for t in interrupted)
+    assert len(interrupted) <= 1
+    assert all(t.user_attrs["fail_reason"].startswith("interrupted") for t in interrupted)
     p = _cli("run", str(f), "--quiet")
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
