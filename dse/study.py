@@ -264,8 +264,10 @@ def _counts(t, retried: set[int]) -> bool:
     if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
         return True
     if t.state == TrialState.FAIL:
+        # a genuine failure records its reason; one without (stopped by a signal before or after the
+        # objective's own handler, or whose worker died) does not count
         reason = t.user_attrs.get("fail_reason", "")
-        return t.number not in retried and not reason.startswith("interrupted")
+        return t.number not in retried and bool(reason) and not reason.startswith("interrupted")
     return False
 
 
