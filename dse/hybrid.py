@@ -45,6 +45,9 @@ from models.surrogate import SurrogateConfig
 
 __all__ = ["run_hybrid", "hardware_candidates"]
 
+#: training settings in a row that bring nothing new before the run ends (the space is exhausted)
+_MAX_REPEATS = 50
+
 
 
 def _knob_values(knob) -> list | None:
@@ -150,7 +153,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                     break
                 if grid is not None:
                     if len(outer.trials) >= len(grid):
-                        repeats = 50  # every training setting of the grid has been searched
+                        repeats = _MAX_REPEATS  # every training setting of the grid has been searched
                         break
                     outer.enqueue_trial(grid[len(outer.trials)])
                 ot = outer.ask()
@@ -164,7 +167,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                     ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
                     outer.tell(ot, state=optuna.trial.TrialState.FAIL)
                     repeats += 1
-                    if repeats >= 50:
+                    if repeats >= _MAX_REPEATS:
                         break
                     continue
                 gpf = sur["metrics"]["gp_fraction"]
@@ -179,7 +182,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                     ot.set_user_attr("fail_reason", "no possible hardware point")
                     outer.tell(ot, state=optuna.trial.TrialState.FAIL)
                     repeats += 1
-                    if repeats >= 50:
+                    if repeats >= _MAX_REPEATS:
                         break
                     continue
                 arr = HardwareArray.from_list(hws)
@@ -212,7 +215,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                                   gc_after_trial=False)
                 outer.tell(ot, best)
                 repeats = 0 if new else repeats + 1
-                if repeats >= 50:  # the sampler keeps proposing settings whose sub-fronts are all entered
+                if repeats >= _MAX_REPEATS:  # the sampler keeps proposing settings whose sub-fronts are all entered
                     break
     except KeyboardInterrupt:
         interrupted = True
@@ -222,7 +225,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     return RunResult(finished=budget_state(main)["done"], budget=budget, complete=len(pts),
                      front=len(front(pts, spec.directions)), hypervolume=hypervolume(pts, spec.directions, ref),
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(main),
-                     surrogate_runs=len(outer.trials), exhausted=repeats >= 50)
+                     surrogate_runs=len(outer.trials), exhausted=repeats >= _MAX_REPEATS)
 
 
 def _key(params: dict) -> tuple:

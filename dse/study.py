@@ -37,14 +37,13 @@ from dse.errors import UsageError
 from dse.evaluate import evaluate, evaluate_hardware
 from dse.pareto import Point, front, hypervolume
 from dse.space import Bundle, Choice, Range
-from dse.studyfile import DEFAULT_HV_REFERENCE, StudySpec, spec_from_dict
+from dse.studyfile import DEFAULT_HV_REFERENCE, StudySpec
 
 __all__ = ["run", "open_study", "load_points", "storage_url", "mask_url", "hv_reference", "TrialFailed",
            "RunResult", "FINISHED"]
 
 #: trial states that have ended (whether they count toward the budget is decided by ``_counts``)
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
-_ACCURACY_METRICS = {"accuracy", "accuracy_drop", "predictor_gain"}
 
 
 class TrialFailed(Exception):
@@ -290,8 +289,6 @@ def budget_state(study: optuna.Study) -> dict:
 
 
 def _objective(spec: StudySpec, budget: int) -> Callable[[optuna.Trial], list[float]]:
-    needs_accuracy = bool(_ACCURACY_METRICS & ({o.metric for o in spec.objectives}
-                                                | {c.metric for c in spec.constraints}))
 
     def objective(trial: optuna.Trial) -> list[float]:
         trial.set_user_attr("worker", _owner())
@@ -307,7 +304,7 @@ def _objective(spec: StudySpec, budget: int) -> Callable[[optuna.Trial], list[fl
                 trial.set_user_attr("fail_reason", "budget reached by other workers")
                 raise optuna.TrialPruned("budget reached")
         try:
-            return _evaluate_trial(trial, spec, needs_accuracy)
+            return _evaluate_trial(trial, spec)
         except KeyboardInterrupt:
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
             raise
@@ -320,7 +317,7 @@ def _objective(spec: StudySpec, budget: int) -> Callable[[optuna.Trial], list[fl
     return objective
 
 
-def _evaluate_trial(trial: optuna.Trial, spec: StudySpec, needs_accuracy: bool) -> list[float]:
+def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
     params = {name: _suggest(trial, name, knob) for name, knob in spec.space.searched()}
     try:
         cfg = spec.configuration(params)
@@ -328,9 +325,7 @@ def _evaluate_trial(trial: optuna.Trial, spec: StudySpec, needs_accuracy: bool) 
         reason = f"impossible configuration: {e}"
         trial.set_user_attr("fail_reason", reason)
         raise TrialFailed(reason) from None
-    cfg = replace(cfg, seeds=spec.seeds)
-    if needs_accuracy and cfg.gp_fraction is not None:
-        cfg = replace(cfg, accuracy=True)
+    cfg = replace(cfg, seeds=spec.seeds)  # study files have no [schedule]: the surrogate always runs
     out = evaluate(cfg)
     metrics = out["metrics"]
     missing = [m for m in spec.metrics if m not in metrics]
@@ -361,13 +356,6 @@ def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
                          metrics=dict(t.user_attrs.get("metrics", {})), params=dict(t.params),
                          feasible=feasible, config=dict(t.user_attrs.get("config", {}))))
     return pts
-
-
-def spec_from_study(study: optuna.Study) -> StudySpec:
-    raw = study.user_attrs.get("dse_spec")
-    if raw is None:
-        raise UsageError(f"study {study.study_name!r} was not created by dse (no stored study file)")
-    return spec_from_dict(raw)
 
 
 class RunResult(dict):
