@@ -1,8 +1,13 @@
-"""Training-step schedules: plain back-propagation, ADA-GP's BP-phase and GP-phase steps, a whole job.
+"""Training-step schedules: plain back-propagation, a gradient scheme's BP-phase and GP-phase steps, a job.
 
 Inputs are op tables with numpy columns ``layer``, ``phase``, ``M``, ``K``, ``N``, ``repeat``,
-``vec_elems``, ``stash_bytes`` (``models.graph.TrainingOps`` and ``models.predictor.predictor_ops`` produce
-them; this module does not import ``models``). Everything is vectorized over a :class:`HardwareArray`.
+``vec_elems``, ``stash_bytes`` (``models.graph.TrainingOps`` produces them) and a scheme's plan (duck-typed:
+``models.schemes.SchemePlan`` produces one; this module does not import ``models``): its extra op tables
+``train`` (a BP step) and ``gp`` (a GP step), the main-network ops a GP step still runs per layer
+(``gp_wgrad``, ``gp_igrad``, ``gp_bwd_vec``, ``gp_update``), the layers whose activations a GP step keeps
+(``gp_stash``) and how its extra work may overlap (``overlap``). Everything is vectorized over a
+:class:`HardwareArray`. Op phases are checked: an unknown phase raises ``ValueError`` (it is never costed
+as free). Main phases: :data:`MAIN_PHASES`; extra work: :data:`EXTRA_PHASES`.
 
 Steps (DESIGN section 2):
 
@@ -10,16 +15,23 @@ Steps (DESIGN section 2):
   the vector ops' backward, then the weight updates. Activations the backward pass needs (``stash_bytes``)
   stay on chip for the last layers whose summed stash fits in the chip's SRAM (the backward starts from the
   end); the rest is written to DRAM in the forward and read back in the backward.
-* **ADA-GP BP phase**: the plain-BP step plus the predictor: tensor reorganization and inference after each
-  predicted layer's forward, and its training (loss, backward GEMMs, Adam update) once the true gradients
+* **a scheme's BP phase**: the plain-BP step plus the scheme's training work (``train``): its inference-side
+  ops (``reorg``, ``pred_fwd``, ``pred_vec``) after each layer's forward, the rest once the true gradients
   exist.
-* **ADA-GP GP phase**: per layer, the forward, then reorganization, predictor inference and the predicted
-  layers' weight update; no backward GEMMs, no vector-op backward, no activation stash. Layers without a
-  predicted gradient (normalization scale/shift) are not updated in a GP step.
+* **a scheme's GP phase**: the forward of every layer, the scheme's ``gp`` ops, the main-network ops the plan
+  selects (for ADA-GP none but the predicted layers' updates; for error feedback and local classifiers every
+  predicted layer's weight-gradient GEMM; no input-gradient GEMMs unless selected), and the activation
+  stash of the ``gp_stash`` layers (same on-chip rule as BP). Layers without an update in the plan
+  (normalization scale/shift) are not updated in a GP step.
 
-Predictor unit: with dedicated PEs (``pred_rows > 0``) the predictor's work after layer ``l`` overlaps the
-forward of the layers up to the next predicted layer (per layer the larger of the two, not the sum), and its
-training overlaps the backward pass; with none, it runs in series on the main array.
+Predictor unit: the scheme's extra GEMMs run on ``hw.predictor_unit()``. With dedicated PEs
+(``pred_rows > 0``) and ``overlap = "per_layer"`` the extra work after layer ``l`` overlaps the main array's
+work up to the next layer with extra work (per segment the larger of the two, not the sum); a GP step's
+weight-gradient GEMM of such a layer runs on the main array one segment later (it needs the prediction).
+With ``overlap = "after_forward"`` (the prediction needs the whole forward) the extra work of a GP step
+overlaps the main array's weight-gradient work after the forward. A BP step's training work overlaps the
+backward pass. With no dedicated unit everything runs in series on the main array; with one, the scheduler
+still time-shares when that is faster (per step kind).
 
 Stash traffic uses the DRAM bandwidth a layer leaves idle (its compute time minus its own DRAM time);
 beyond that it adds stall time. Leakage is charged over the step's wall time for the whole chip.
@@ -37,14 +49,28 @@ from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 from accel.vector import vector_cost
 
-__all__ = ["StepCost", "StepCosts", "JobCost", "step_costs", "job_cost", "ENERGY_KEYS"]
+__all__ = ["StepCost", "StepCosts", "JobCost", "step_costs", "job_cost", "ENERGY_KEYS", "MAIN_PHASES",
+           "EXTRA_PHASES", "check_phases"]
 
 #: energy components of a step or job, in pJ (J for jobs): GEMM MACs, register file, inter-PE moves,
 #: vector-unit ALU, SRAM, DRAM, leakage
 ENERGY_KEYS = ("mac", "rf", "interpe", "alu", "sram", "dram", "leakage")
 
-_GEMM_PHASES = ("fwd", "igrad", "wgrad")
-_PRED_GEMM = ("pred_fwd", "pred_refwd", "pred_igrad", "pred_wgrad")
+#: phases of a network's own training ops (``models.graph.PHASES``), GEMMs first
+MAIN_PHASES = ("fwd", "igrad", "wgrad", "fwd_vec", "bwd_vec", "update")
+#: phases of a scheme's extra work (``models.schemes``), GEMMs first
+EXTRA_PHASES = ("pred_fwd", "pred_refwd", "pred_igrad", "pred_wgrad", "reorg", "pred_vec", "pred_loss",
+                "pred_update")
+_GEMM_PHASES = ("fwd", "igrad", "wgrad", "pred_fwd", "pred_refwd", "pred_igrad", "pred_wgrad")
+#: extra work that, in a BP step, may run beside the forward (the rest needs the true gradients)
+_INFERENCE_SIDE = ("reorg", "pred_fwd", "pred_vec")
+
+
+def check_phases(ops, allowed: tuple[str, ...], what: str) -> None:
+    """Raise ``ValueError`` naming the first phase of ``ops`` not in ``allowed`` (never cost it as free)."""
+    bad = sorted(set(np.unique(ops.phase).tolist()) - set(allowed))
+    if bad:
+        raise ValueError(f"{what}: unknown op phase {bad[0]!r}; known: {', '.join(allowed)}")
 
 
 @dataclass(frozen=True)
@@ -67,9 +93,12 @@ class StepCost:
 
 @dataclass(frozen=True)
 class StepCosts:
+    """Plain BP, the scheme's BP-phase step and its GP-phase step; ``scheme`` names the plan."""
+
     bp: StepCost
-    adagp_bp: StepCost
-    adagp_gp: StepCost
+    scheme_bp: StepCost
+    scheme_gp: StepCost
+    scheme: str = "adagp"
 
 
 @dataclass(frozen=True)
@@ -104,7 +133,7 @@ class _Costed:
 
     def __init__(self, ops, hw: HardwareArray, tech: Tech, groups: dict[str, np.ndarray]):
         self.sec, self.energy, self.dram, self.compute_s, self.dram_s = {}, {}, {}, {}, {}
-        g = np.isin(ops.phase, _GEMM_PHASES + _PRED_GEMM)
+        g = np.isin(ops.phase, _GEMM_PHASES)
         names = list(groups)
         widths = [1 if groups[n].ndim == 1 else groups[n].shape[1] for n in names]
         W = np.concatenate([groups[n].reshape(len(ops.phase), -1).astype(np.float64) for n in names], axis=1)
@@ -176,10 +205,13 @@ def _add_energy(*parts: dict) -> dict:
     return {k: sum(p[k] for p in parts) for k in ENERGY_KEYS}
 
 
-def _stash(ops, hw: HardwareArray, n_layers: int, fwd_compute_s, fwd_dram_s):
-    """Per layer: off-chip stash bytes (H, n) and the stall they add to the forward (H, n)."""
+def _stash(ops, hw: HardwareArray, n_layers: int, fwd_compute_s, fwd_dram_s, keep: np.ndarray | None = None):
+    """Per layer: off-chip stash bytes (H, n) and the stall they add to the forward (H, n), for the layers
+    ``keep`` (a boolean mask over layers; all when omitted)."""
     stash = np.zeros(n_layers)
     np.add.at(stash, ops.layer[ops.stash_bytes > 0], ops.stash_bytes[ops.stash_bytes > 0])
+    if keep is not None:
+        stash = np.where(keep, stash, 0.0)
     cap = (hw.ifmap_kb + hw.filter_kb + hw.ofmap_kb) * 1024.0  # (H,)
     from_end = np.cumsum(stash[::-1])[::-1]  # stash of this layer and every later one
     off = np.where(from_end[None, :] > cap[:, None], stash[None, :], 0.0)  # (H, n)
@@ -189,42 +221,78 @@ def _stash(ops, hw: HardwareArray, n_layers: int, fwd_compute_s, fwd_dram_s):
     return off, fwd_stall
 
 
-def step_costs(ops, *, pred_train=None, pred_infer=None, hw: Hardware | HardwareArray,
-               tech: Tech | None = None) -> StepCosts:
-    """Cost of a plain-BP step, an ADA-GP BP-phase step and an ADA-GP GP-phase step of ``ops`` on ``hw``.
+class _FreePlan:
+    """No plan: a free predictor (no extra work); GP steps update the layers with their own weights."""
 
-    ``pred_train`` / ``pred_infer``: the predictor's op tables for a BP-phase step (with training) and a GP
-    step (inference only); both omitted means a free predictor (costs nothing).
+    name = "adagp"
+    train = gp = None
+    gp_wgrad = gp_igrad = gp_bwd_vec = gp_stash = ()
+    overlap = "per_layer"
+
+    def __init__(self, gp_update):
+        self.gp_update = tuple(gp_update)
+
+
+def step_costs(ops, *, plan=None, hw: Hardware | HardwareArray, tech: Tech | None = None) -> StepCosts:
+    """Cost of a plain-BP step, the scheme's BP-phase step and its GP-phase step of ``ops`` on ``hw``.
+
+    ``plan``: the scheme's plan (see the module docstring; ``models.schemes.scheme_plan`` builds one);
+    omitted means a free predictor: GP steps cost the forward and the updates of the layers with their own
+    weights (a forward GEMM and an update), BP-phase steps cost plain BP.
     """
     tech = tech or default_tech()
     hwa, single = as_array(hw)
     H = len(hwa)
+    check_phases(ops, MAIN_PHASES, "training ops")
     n = int(ops.layer.max()) + 1 if len(ops.phase) else 0
     ph = ops.phase
     layer_fwd = _onehot(np.where(np.isin(ph, ("fwd", "fwd_vec")), ops.layer, -1), n)
-    # layers whose weight gradient the predictor predicts: GEMM layers with weights of their own (a forward
-    # GEMM and a weight update), the same rule as models.predictor's
-    predicted = np.zeros(n, dtype=bool)
-    predicted[np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
-    if pred_infer is not None and len(pred_infer.phase):
-        extra = set(pred_infer.layer[pred_infer.layer >= 0].tolist()) - set(np.flatnonzero(predicted).tolist())
-        if extra:
-            raise ValueError(f"predictor ops for layers without their own weight update: {sorted(extra)[:5]}")
+    if plan is None:
+        plan = _FreePlan(np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"]).tolist())
+    if plan.overlap not in ("per_layer", "after_forward"):
+        raise ValueError(f"plan overlap: 'per_layer' or 'after_forward', got {plan.overlap!r}")
+    empty = lambda t: t is None or not len(t.phase)  # noqa: E731
+    extra_layers: set[int] = set()
+    for what, t in (("plan.train", plan.train), ("plan.gp", plan.gp)):
+        if empty(t):
+            continue
+        check_phases(t, EXTRA_PHASES, what)
+        extra_layers |= set(t.layer[t.layer >= 0].tolist())
+    listed = set().union(*(set(getattr(plan, f)) for f in ("gp_wgrad", "gp_igrad", "gp_bwd_vec", "gp_update",
+                                                             "gp_stash")))
+    bad = sorted(i for i in extra_layers | listed if not 0 <= i < n)
+    if bad:
+        raise ValueError(f"plan: layer {bad[0]} is not a layer of these training ops (0..{n - 1})")
+
+    def layers_mask(sel) -> np.ndarray:
+        m = np.zeros(n, dtype=bool)
+        m[list(sel)] = True
+        return m
+
+    def rows_of(sel, phase: str) -> np.ndarray:
+        return (ph == phase) & layers_mask(sel)[np.clip(ops.layer, 0, None)] & (ops.layer >= 0)
+
     upd = ph == "update"
+    gp_bwd = rows_of(plan.gp_wgrad, "wgrad") | rows_of(plan.gp_igrad, "igrad") | rows_of(plan.gp_bwd_vec, "bwd_vec")
     m = _Costed(ops, hwa, tech, {
         "fwd": layer_fwd,
         "bwd": np.isin(ph, ("igrad", "wgrad", "bwd_vec")),
         "update": upd,
-        "update_gp": upd & predicted[np.clip(ops.layer, 0, None)],
+        "update_gp": rows_of(plan.gp_update, "update"),
+        "gp_bwd": _onehot(np.where(gp_bwd, ops.layer, -1), n),
     })
-    off, fwd_stall = _stash(ops, hwa, n, m.compute_s["fwd"], m.dram_s["fwd"])
     bw = hwa.bandwidth_gbps * 1e9
-    off_total = off.sum(axis=1)
-    bwd_stall = np.maximum(0.0, off_total / bw - np.maximum(0.0, m.compute_s["bwd"] - m.dram_s["bwd"]))
-    stash_energy = {k: np.zeros(H) for k in ENERGY_KEYS}
-    stash_energy["dram"] = 2.0 * off_total * tech.dram_pj_per_byte  # written in the forward, read back
-    fwd_layers = m.sec["fwd"]  # (H, n), no stash
     leak = np.asarray(leakage_w(hwa, tech), dtype=np.float64) * 1e12  # pJ per second
+    zeros = np.zeros(H)
+
+    def stash(keep, bwd_compute_s, bwd_dram_s):
+        """Stall seconds (H,), DRAM bytes (H,) and energy of keeping the ``keep`` layers' activations."""
+        off, fwd_stall = _stash(ops, hwa, n, m.compute_s["fwd"], m.dram_s["fwd"], keep)
+        off_total = off.sum(axis=1)
+        bwd_stall = np.maximum(0.0, off_total / bw - np.maximum(0.0, bwd_compute_s - bwd_dram_s))
+        energy = {k: np.zeros(H) for k in ENERGY_KEYS}
+        energy["dram"] = 2.0 * off_total * tech.dram_pj_per_byte  # written in the forward, read back
+        return fwd_stall.sum(axis=1) + bwd_stall, 2.0 * off_total, energy
 
     def finish(time_s, energy, dram, parts):
         energy = dict(energy)
@@ -232,65 +300,96 @@ def step_costs(ops, *, pred_train=None, pred_infer=None, hw: Hardware | Hardware
         return StepCost(time_s=time_s, energy_pj=energy, dram_bytes=dram, parts_s=parts)
 
     # plain BP
+    fwd_layers = m.sec["fwd"]  # (H, n), no stash
     fwd_s = fwd_layers.sum(axis=1)
-    stash_s = fwd_stall.sum(axis=1) + bwd_stall
+    stash_s, stash_dram, stash_energy = stash(None, m.compute_s["bwd"], m.dram_s["bwd"])
     bp_time = fwd_s + m.sec["bwd"] + m.sec["update"] + stash_s
     fwd_energy = {k: v.sum(axis=1) for k, v in m.energy["fwd"].items()}
     bp_energy = _add_energy(fwd_energy, m.energy["bwd"], m.energy["update"], stash_energy)
-    bp_dram = m.dram["fwd"].sum(axis=1) + m.dram["bwd"] + m.dram["update"] + 2.0 * off_total
-    zeros = np.zeros(H)
+    fwd_dram = m.dram["fwd"].sum(axis=1)
+    bp_dram = fwd_dram + m.dram["bwd"] + m.dram["update"] + stash_dram
     bp = finish(bp_time, bp_energy, bp_dram, {"forward": fwd_s, "backward": m.sec["bwd"],
                                               "update": m.sec["update"], "predictor": zeros, "stash": stash_s})
 
-    # the predictor's work on an array: per predicted layer (inference) and as a whole (training)
-    def pred_work(on: HardwareArray):
-        if pred_infer is None or not len(pred_infer.phase):
-            return np.zeros((H, n)), zeros, {k: zeros for k in ENERGY_KEYS}, {k: zeros for k in ENERGY_KEYS}, zeros, zeros
-        pi = _Costed(pred_infer, on, tech, {"inf": _onehot(pred_infer.layer, n)})
-        is_inf = np.isin(pred_train.phase, ("reorg", "pred_fwd"))
-        pt = _Costed(pred_train, on, tech, {"inf": _onehot(np.where(is_inf, pred_train.layer, -1), n),
-                                            "train": ~is_inf})
-        e_inf = {k: v.sum(axis=1) for k, v in pi.energy["inf"].items()}
-        e_train = _add_energy({k: v.sum(axis=1) for k, v in pt.energy["inf"].items()}, pt.energy["train"])
-        return (pi.sec["inf"], pt.sec["train"], e_inf, e_train, pi.dram["inf"].sum(axis=1),
-                pt.dram["inf"].sum(axis=1) + pt.dram["train"])
+    # a GP step's main-network work after the forward, and its stash
+    gp_bwd_layers = m.sec["gp_bwd"]  # (H, n)
+    gp_bwd_s = gp_bwd_layers.sum(axis=1)
+    gp_bwd_energy = {k: v.sum(axis=1) for k, v in m.energy["gp_bwd"].items()}
+    gp_stash_s, gp_stash_dram, gp_stash_energy = stash(
+        layers_mask(plan.gp_stash), m.compute_s["gp_bwd"].sum(axis=1), m.dram_s["gp_bwd"].sum(axis=1))
+    per_layer = plan.overlap == "per_layer"
 
-    # segment k holds the layers after the k-th predicted layer up to and including the (k+1)-th; the
-    # predictor's work after the k-th predicted layer overlaps segment k's forward on a dedicated unit
-    seg_id = np.cumsum(predicted) - predicted
-    n_seg = int(predicted.sum()) + 1
+    def extra_work(on: HardwareArray):
+        """The extra work on array ``on``: GP-step seconds per layer (H, n) and for the whole step (H,);
+        BP-step inference-side seconds per layer (H, n) and training seconds (H,); energies; DRAM bytes."""
+        none = {k: zeros for k in ENERGY_KEYS}
+        out = {"gp_layers": np.zeros((H, n)), "gp_step": zeros, "gp_energy": none, "gp_dram": zeros,
+               "inf_layers": np.zeros((H, n)), "train": zeros, "train_energy": none, "train_dram": zeros}
+        if not empty(plan.gp):
+            g = plan.gp
+            c = _Costed(g, on, tech, {"layer": _onehot(g.layer, n), "step": g.layer < 0})
+            out["gp_layers"], out["gp_step"] = c.sec["layer"], c.sec["step"]
+            out["gp_energy"] = _add_energy({k: v.sum(axis=1) for k, v in c.energy["layer"].items()},
+                                           c.energy["step"])
+            out["gp_dram"] = c.dram["layer"].sum(axis=1) + c.dram["step"]
+        if not empty(plan.train):
+            t = plan.train
+            inf = np.isin(t.phase, _INFERENCE_SIDE) & (t.layer >= 0) & per_layer
+            c = _Costed(t, on, tech, {"inf": _onehot(np.where(inf, t.layer, -1), n), "train": ~inf})
+            out["inf_layers"], out["train"] = c.sec["inf"], c.sec["train"]
+            out["train_energy"] = _add_energy({k: v.sum(axis=1) for k, v in c.energy["inf"].items()},
+                                              c.energy["train"])
+            out["train_dram"] = c.dram["inf"].sum(axis=1) + c.dram["train"]
+        return out
+
+    # segments for per-layer overlap: segment k holds the layers after the k-th layer with extra work up to
+    # and including the (k+1)-th; the extra work after the k-th such layer overlaps segment k's main work;
+    # a GP step's backward work of a layer in segment j runs in segment j + 2 (after its prediction)
+    anchor = layers_mask(extra_layers)
+    seg_id = np.cumsum(anchor) - anchor
+    n_seg = int(anchor.sum()) + 2
     seg_fwd = fwd_layers @ _onehot(seg_id, n_seg)
-    pred_rank = np.where(predicted, np.cumsum(predicted), -1)
+    seg_gp_main = seg_fwd + gp_bwd_layers @ _onehot(np.minimum(seg_id + 2, n_seg - 1), n_seg)
+    to_seg = _onehot(np.where(anchor, np.cumsum(anchor), -1), n_seg)
 
-    def adagp_steps(on: HardwareArray, overlap: bool):
-        inf_layers, train_s, e_inf, e_train, d_inf, d_train = pred_work(on)
-        if overlap:
-            seg_pred = inf_layers @ _onehot(pred_rank, n_seg)
-            fwd_p = seg_fwd[:, 0] + np.maximum(seg_fwd[:, 1:], seg_pred[:, 1:]).sum(axis=1)
-            bwd_p = np.maximum(m.sec["bwd"], train_s)
+    def scheme_steps(on: HardwareArray, overlap: bool):
+        x = extra_work(on)
+        if overlap and per_layer:
+            seg_inf = x["inf_layers"] @ to_seg
+            fwd_p = seg_fwd[:, 0] + np.maximum(seg_fwd[:, 1:], seg_inf[:, 1:]).sum(axis=1)
         else:
-            fwd_p = fwd_s + inf_layers.sum(axis=1)
-            bwd_p = m.sec["bwd"] + train_s
+            fwd_p = fwd_s + x["inf_layers"].sum(axis=1)
+        bwd_p = np.maximum(m.sec["bwd"], x["train"]) if overlap else m.sec["bwd"] + x["train"]
         t_bpp = fwd_p + bwd_p + m.sec["update"] + stash_s
-        abp = finish(t_bpp, _add_energy(bp_energy, e_train), bp_dram + d_train,
+        sbp = finish(t_bpp, _add_energy(bp_energy, x["train_energy"]), bp_dram + x["train_dram"],
                      {"forward": fwd_s, "backward": m.sec["bwd"], "update": m.sec["update"],
                       "predictor": t_bpp - bp_time, "stash": stash_s})
-        t_gp = fwd_p + m.sec["update_gp"]
-        gp = finish(t_gp, _add_energy(fwd_energy, m.energy["update_gp"], e_inf),
-                    m.dram["fwd"].sum(axis=1) + m.dram["update_gp"] + d_inf,
-                    {"forward": fwd_s, "backward": zeros, "update": m.sec["update_gp"],
-                     "predictor": fwd_p - fwd_s, "stash": zeros})
-        return abp, gp
+        gp_extra = x["gp_layers"].sum(axis=1) + x["gp_step"]
+        if overlap and per_layer:
+            seg_x = x["gp_layers"] @ to_seg
+            seg_x[:, -1] += x["gp_step"]
+            main_p = seg_gp_main[:, 0] + np.maximum(seg_gp_main[:, 1:], seg_x[:, 1:]).sum(axis=1)
+        elif overlap:
+            main_p = fwd_s + np.maximum(gp_bwd_s, gp_extra)
+        else:
+            main_p = fwd_s + gp_bwd_s + gp_extra
+        t_gp = main_p + m.sec["update_gp"] + gp_stash_s
+        sgp = finish(t_gp, _add_energy(fwd_energy, gp_bwd_energy, m.energy["update_gp"], x["gp_energy"],
+                                       gp_stash_energy),
+                     fwd_dram + m.dram["gp_bwd"].sum(axis=1) + m.dram["update_gp"] + x["gp_dram"] + gp_stash_dram,
+                     {"forward": fwd_s, "backward": gp_bwd_s, "update": m.sec["update_gp"],
+                      "predictor": main_p - fwd_s - gp_bwd_s, "stash": gp_stash_s})
+        return sbp, sgp
 
     # time-shared on the main array, in series; with a dedicated unit, overlapped on it -- or, when the unit
     # is too small for that to pay, time-shared after all (the scheduler takes the faster, per step kind)
-    abp, gp = adagp_steps(hwa, overlap=False)
+    sbp, sgp = scheme_steps(hwa, overlap=False)
     dedicated = hwa.pred_rows > 0
     if dedicated.any():
-        abp_u, gp_u = adagp_steps(hwa.predictor_unit(), overlap=True)
-        abp = _pick(dedicated & (abp_u.time_s <= abp.time_s), abp_u, abp)
-        gp = _pick(dedicated & (gp_u.time_s <= gp.time_s), gp_u, gp)
-    out = StepCosts(bp=bp, adagp_bp=abp, adagp_gp=gp)
+        sbp_u, sgp_u = scheme_steps(hwa.predictor_unit(), overlap=True)
+        sbp = _pick(dedicated & (sbp_u.time_s <= sbp.time_s), sbp_u, sbp)
+        sgp = _pick(dedicated & (sgp_u.time_s <= sgp.time_s), sgp_u, sgp)
+    out = StepCosts(bp=bp, scheme_bp=sbp, scheme_gp=sgp, scheme=plan.name)
     return _squeeze(out) if single else out
 
 
@@ -306,25 +405,26 @@ def _squeeze(s: StepCosts) -> StepCosts:
         f = lambda a: float(np.asarray(a).reshape(-1)[0])  # noqa: E731
         return StepCost(time_s=f(c.time_s), energy_pj={k: f(v) for k, v in c.energy_pj.items()},
                         dram_bytes=f(c.dram_bytes), parts_s={k: f(v) for k, v in c.parts_s.items()})
-    return StepCosts(bp=sq(s.bp), adagp_bp=sq(s.adagp_bp), adagp_gp=sq(s.adagp_gp))
+    return StepCosts(bp=sq(s.bp), scheme_bp=sq(s.scheme_bp), scheme_gp=sq(s.scheme_gp), scheme=s.scheme)
 
 
 def job_cost(steps: StepCosts, *, n_steps: int, warmup_frac: float = 0.0, gp_fraction: float = 0.0,
-             scheme: str = "adagp") -> JobCost:
-    """A training job of ``n_steps``: for ``scheme="bp"`` every step is plain BP; for ``"adagp"`` the
-    first ``round(warmup_frac * n_steps)`` steps are BP-phase steps (the predictor trains), then
-    ``round(gp_fraction * rest)`` of the rest are GP steps and the others BP-phase steps."""
+             scheme: str | None = None) -> JobCost:
+    """A training job of ``n_steps``: for ``scheme="bp"`` every step is plain BP; otherwise (``None`` or
+    ``steps.scheme``) the first ``round(warmup_frac * n_steps)`` steps are the scheme's BP-phase steps (its
+    predictor trains), then ``round(gp_fraction * rest)`` of the rest are GP steps and the others BP-phase
+    steps."""
     if not 0.0 <= warmup_frac <= 1.0 or not 0.0 <= gp_fraction <= 1.0:
         raise ValueError("warmup_frac and gp_fraction must be in [0, 1]")
     if scheme == "bp":
         n_bp, n_gp, bp_step = n_steps, 0, steps.bp
-    elif scheme == "adagp":
+    elif scheme is None or scheme == steps.scheme:
         warm = round(warmup_frac * n_steps)
         n_gp = round(gp_fraction * (n_steps - warm))
-        n_bp, bp_step = n_steps - n_gp, steps.adagp_bp
+        n_bp, bp_step = n_steps - n_gp, steps.scheme_bp
     else:
-        raise ValueError(f"scheme must be bp or adagp, got {scheme!r}")
-    gp = steps.adagp_gp
+        raise ValueError(f"scheme: 'bp' or these steps' scheme {steps.scheme!r}, got {scheme!r}")
+    gp = steps.scheme_gp
     time = n_bp * np.asarray(bp_step.time_s) + n_gp * np.asarray(gp.time_s)
     energy = {k: (n_bp * np.asarray(bp_step.energy_pj[k]) + n_gp * np.asarray(gp.energy_pj[k])) * 1e-12
               for k in ENERGY_KEYS}

@@ -60,7 +60,7 @@ def evaluate(
         "energy_J": r["energy_j"],
         "saving_%": 100 * r["energy_saving"],
         "step_ms_ref": r["step_ms_bp_ref"],
-        "step_ms_bp": r["step_ms_adagp_bp"],
+        "step_ms_bp": r["step_ms_scheme_bp"],
         "step_ms_gp": r["step_ms_gp"],
         "dram_GB_bp": r["dram_gb_per_step_bp"],
         "dram_GB_gp": r["dram_gb_per_step_gp"],

@@ -31,11 +31,11 @@ from accel.schedule import ENERGY_KEYS, job_cost, step_costs
 from dse.errors import UsageError
 from dse.schema import check_keys, load_toml, take
 from dse.workload import Workload
-from models.predictor import PredictorShape, predictor_ops, predictor_params
+from models.schemes import scheme_plan
 from models.surrogate import SurrogateConfig
 
 __all__ = ["Configuration", "evaluate", "evaluate_hardware", "hardware_metrics", "load_configuration",
-           "METRICS", "predictor_shape"]
+           "METRICS", "plan_key"]
 
 #: metrics a study may use as objectives or constraints, with units
 METRICS = {
@@ -128,13 +128,10 @@ def load_configuration(path: str | Path) -> Configuration:
     return Configuration.from_dict(load_toml(p), base=p.parent)
 
 
-def predictor_shape(training: SurrogateConfig) -> PredictorShape:
-    """The predictor's shape from the training knobs (the same knobs size the surrogate's predictor)."""
-    features = 2 if training.pred_features == "both" else 1  # level and deviation maps side by side
-    return PredictorShape(inputs=training.pred_input * features,
-                          hidden=(training.pred_width,) * training.pred_hidden_layers,
-                          head=training.pred_head or None, layer_code=training.pred_layer_code,
-                          factored=training.pred_output == "factored", train_steps=training.pred_steps)
+def plan_key(training: SurrogateConfig) -> tuple:
+    """The training knobs a scheme's cost depends on, as a hashable key (every knob: a scheme reads the ones
+    it needs; caching by all of them is exact and cheap)."""
+    return tuple(sorted(training.to_dict().items()))
 
 
 # -- cached workload pieces (pure functions of hashable keys) ------------------------------------------
@@ -155,10 +152,12 @@ def _ops(key: tuple, batch: int, optimizer: str, word_bytes: int):
 
 
 @lru_cache(maxsize=256)
-def _pred_ops(key: tuple, shape: PredictorShape, batch: int, word_bytes: int):
-    net = _net(*key)
-    return (predictor_ops(shape, net, batch, train=True, word_bytes=word_bytes),
-            predictor_ops(shape, net, batch, train=False, word_bytes=word_bytes))
+def _plan(key: tuple, training: tuple, batch: int, word_bytes: int):
+    """The scheme's plan for a model (``training``: :func:`plan_key`); ``None`` for plain BP."""
+    cfg = SurrogateConfig.from_dict(dict(training))
+    if cfg.scheme == "bp":
+        return None
+    return scheme_plan(cfg, _net(*key), batch, word_bytes=word_bytes)
 
 
 @lru_cache(maxsize=16)
@@ -182,14 +181,14 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
     """Time, energy, area and power of ``cfg`` for a given GP fraction (no surrogate): the hardware half."""
     w, tr, hw = cfg.workload, cfg.training, cfg.hardware
     tech = _tech(cfg.technology)
-    shape = predictor_shape(tr)
-    scheme = "bp" if tr.scheme == "bp" else "adagp"
+    pk = plan_key(tr)
+    scheme = "bp" if tr.scheme == "bp" else None
     rows = []
     for model in w.models:
         key = _key(w, model)
         ops = _ops(key, w.batch, w.optimizer, hw.word_bytes)
-        pt, pi = _pred_ops(key, shape, w.batch, hw.word_bytes)
-        steps = step_costs(ops, pred_train=pt, pred_infer=pi, hw=hw, tech=tech)
+        plan = _plan(key, pk, w.batch, hw.word_bytes)
+        steps = step_costs(ops, plan=plan, hw=hw, tech=tech)
         job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction, scheme=scheme)
         bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")
         ref_step, ref = _reference(key, w, cfg.reference, cfg.technology)
@@ -207,13 +206,13 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             "steps_gp": job.steps_gp,
             "step_ms_bp_ref": ref_step.time_s * 1e3,
             "step_ms_bp": steps.bp.time_s * 1e3,
-            "step_ms_adagp_bp": steps.adagp_bp.time_s * 1e3,
-            "step_ms_gp": steps.adagp_gp.time_s * 1e3,
+            "step_ms_scheme_bp": steps.scheme_bp.time_s * 1e3,
+            "step_ms_gp": steps.scheme_gp.time_s * 1e3,
             "dram_gb_per_step_bp": steps.bp.dram_bytes / 1e9,
-            "dram_gb_per_step_gp": steps.adagp_gp.dram_bytes / 1e9,
-            "predictor_params": predictor_params(shape, _net(*key)),
-            "predictor_macs_gp_step": int(pi.macs.sum()),
-            "predictor_macs_bp_step": int(pt.macs.sum()),
+            "dram_gb_per_step_gp": steps.scheme_gp.dram_bytes / 1e9,
+            "predictor_params": plan.params if plan is not None else 0,
+            "predictor_macs_gp_step": int(plan.gp.macs.sum()) if plan is not None else 0,
+            "predictor_macs_bp_step": int(plan.train.macs.sum()) if plan is not None else 0,
             **{f"energy_j_{k}": float(job.energy_j[k]) for k in ENERGY_KEYS},
             **{f"energy_j_ref_{k}": float(ref.energy_j[k]) for k in ENERGY_KEYS},
         })
@@ -250,8 +249,8 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
     """
     w, tr = cfg.workload, cfg.training
     tech = _tech(cfg.technology)
-    shape = predictor_shape(tr)
-    scheme = "bp" if tr.scheme == "bp" else "adagp"
+    pk = plan_key(tr)
+    scheme = "bp" if tr.scheme == "bp" else None
     H = len(hws)
     log_speed = np.zeros(H)
     log_same = np.zeros(H)
@@ -266,8 +265,7 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
             idx = np.flatnonzero(hws.word_bytes == wb)
             sub = hws.take(idx)
             ops = _ops(key, w.batch, w.optimizer, int(wb))
-            pt, pi = _pred_ops(key, shape, w.batch, int(wb))
-            steps = step_costs(ops, pred_train=pt, pred_infer=pi, hw=sub, tech=tech)
+            steps = step_costs(ops, plan=_plan(key, pk, w.batch, int(wb)), hw=sub, tech=tech)
             job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction,
                            scheme=scheme)
             bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")

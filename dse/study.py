@@ -335,7 +335,7 @@ def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
         raise TrialFailed(reason)
     trial.set_user_attr("metrics", metrics)
     trial.set_user_attr("models", [{k: r[k] for k in ("model", "speedup", "speedup_same_hw", "energy_j",
-                                                        "energy_saving", "step_ms_adagp_bp", "step_ms_gp")}
+                                                        "energy_saving", "step_ms_scheme_bp", "step_ms_gp")}
                                    for r in out["models"]])
     if out["surrogate"] is not None:
         trial.set_user_attr("surrogate", {k: v for k, v in out["surrogate"].items()

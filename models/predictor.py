@@ -26,11 +26,7 @@ from dataclasses import asdict, dataclass
 
 from models.graph import Net, TrainingOps
 
-__all__ = ["PredictorShape", "PREDICTOR_PHASES", "predictor_ops", "predictor_params"]
-
-#: predictor ops' phases: reorganization, inference, and (BP phases only) training; ``pred_refwd`` is the
-#: forward pass an extra training step repeats
-PREDICTOR_PHASES = ("reorg", "pred_fwd", "pred_refwd", "pred_loss", "pred_igrad", "pred_wgrad", "pred_update")
+__all__ = ["PredictorShape", "predicted_layers", "predictor_ops", "predictor_params"]
 
 #: the predictor is trained with Adam (a scale-robust optimizer): two state tensors per parameter
 _PRED_UPDATE_ELEMS_PER_PARAM = 3 + 2 * 2
@@ -88,7 +84,7 @@ class PredictorShape:
 
     def widths(self, net: Net) -> list[int]:
         """Layer widths from input to head."""
-        code = len(_predicted_layers(net)) if self.layer_code else 0
+        code = len(predicted_layers(net)) if self.layer_code else 0
         return [self.inputs + code, *self.hidden, self.head_width(net)]
 
 
@@ -98,7 +94,7 @@ def predictor_params(shape: PredictorShape, net: Net) -> int:
     return sum(a * b + b for a, b in zip(w[:-1], w[1:]))
 
 
-def _predicted_layers(net: Net) -> list[int]:
+def predicted_layers(net: Net) -> list[int]:
     """Indices of the layers whose weight gradients the predictor predicts: conv and linear layers with
     weights of their own (a tied projection updates with the embedding it shares, in BP steps)."""
     return [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.fan_in > 0 and l.params > 0]
@@ -110,7 +106,7 @@ def predictor_ops(shape: PredictorShape, net: Net, batch: int, *, train: bool, w
     widths = shape.widths(net)
     head = widths[-1]
     rows: list[tuple] = []
-    for i in _predicted_layers(net):
+    for i in predicted_layers(net):
         l = net.layers[i]
         c, p, q = l.out
         samples = l.out_channels

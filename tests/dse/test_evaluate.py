@@ -28,7 +28,7 @@ def test_paper_configuration_json_has_the_documented_keys(capsys):
     assert [m["model"] for m in out["models"]] == ["resnet18", "mobilenet_v2"]
     for m in out["models"]:
         assert {"model", "speedup", "speedup_same_hw", "energy_j", "energy_saving", "step_ms_bp",
-                "step_ms_adagp_bp", "step_ms_gp", "predictor_params"} <= set(m)
+                "step_ms_scheme_bp", "step_ms_gp", "predictor_params"} <= set(m)
         assert m["speedup"] > 1 and 0 < m["energy_saving"] < 1
     s = out["summary"]
     assert {"speedup_geomean", "energy_saving_total", "area_mm2", "power_w"} <= set(s)
@@ -78,3 +78,129 @@ def test_without_a_what_if_the_surrogate_sets_the_gp_fraction(tmp_path, capsys):
     assert out["metrics"]["gp_fraction"] == sur["gp_fraction"] == pytest.approx(0.3, abs=0.02)
     for k in ("accuracy", "accuracy_drop", "predictor_gain"):
         assert out["metrics"][k] == sur[k]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# each scheme costed by its own ops (a review found every non-BP scheme costed as ADA-GP)
+
+def _scheme_cfg(scheme: str, **training):
+    """ResNet-18/CIFAR-10 at batch 8 on a 32x32 array with room for every activation (no stash traffic)
+    and no predictor unit (everything in series: the step is the sum of its ops)."""
+    from dse.evaluate import Configuration
+    from dse.workload import Workload
+    from accel import Hardware
+    from models.surrogate import SurrogateConfig
+
+    w = Workload.from_dict({"models": ["resnet18"], "dataset": "cifar10", "batch": 8, "dataset_size": 800,
+                            "epochs": 1})
+    hw = Hardware(rows=32, cols=32, dataflow="ws", ifmap_kb=65536.0, filter_kb=256.0, ofmap_kb=256.0,
+                  bandwidth_gbps=25.6, vector_width=32)
+    return Configuration(workload=w, training=SurrogateConfig(scheme=scheme, **training), hardware=hw,
+                         reference=hw, gp_fraction=0.5)
+
+
+def _by_hand_gp_ms(cfg, extra_gemms, extra_vec, wgrad_layers, update_layers):
+    """A GP step's milliseconds computed op by op with the accelerator's own GEMM and vector costs: the
+    network's forward, the given extra GEMMs (M, K, N) and vector elements, the weight-gradient GEMMs of
+    ``wgrad_layers`` and the updates of ``update_layers`` (taken from the plain training ops)."""
+    import numpy as np
+
+    from accel import gemm_cost, vector_cost
+    from models.zoo import build
+
+    net = build("resnet18", dataset="cifar10")
+    ops = net.training_ops(cfg.workload.batch)
+    hw = cfg.hardware
+    g = (ops.phase == "fwd") | ((ops.phase == "wgrad") & np.isin(ops.layer, list(wgrad_layers)))
+    M = np.concatenate([ops.M[g], [e[0] for e in extra_gemms]])
+    K = np.concatenate([ops.K[g], [e[1] for e in extra_gemms]])
+    N = np.concatenate([ops.N[g], [e[2] for e in extra_gemms]])
+    R = np.concatenate([ops.repeat[g], np.ones(len(extra_gemms), dtype=np.int64)])
+    v = (ops.phase == "fwd_vec") | ((ops.phase == "update") & np.isin(ops.layer, list(update_layers)))
+    elems = np.concatenate([ops.vec_elems[v], extra_vec])
+    cycles = gemm_cost(M, K, N, R, hw=hw, include_leakage=False).total_cycles.sum() \
+        + vector_cost(elems, hw=hw, include_leakage=False).total_cycles.sum()
+    return net, cycles / (hw.clock_ghz * 1e9) * 1e3
+
+
+def test_dni_gp_step_costs_its_modules_not_adagps_predictor():
+    """cDNI as the surrogate trains it: per hidden layer a dense module from the flattened output h and the
+    one-hot label to dL/dh (a GEMM (batch, |h| + classes, |h|)), the activation's derivative, then the
+    layer's weight-gradient GEMM; the classifier takes its true gradient."""
+    from dse.evaluate import evaluate_hardware
+
+    cfg = _scheme_cfg("dni")
+    b = cfg.workload.batch
+    from models.zoo import build
+
+    net = build("resnet18", dataset="cifar10")
+    weighted = [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.params]
+    hidden, fc = weighted[:-1], weighted[-1]
+    sizes = [math.prod(net.layers[i].out) for i in hidden]
+    gemms = [(b, d + 10, d) for d in sizes]
+    vec = [3 * b * d for d in sizes] + [3 * b * 10]
+    _, expected = _by_hand_gp_ms(cfg, gemms, vec, weighted, weighted)
+    row = evaluate_hardware(cfg, 0.5)["models"][0]
+    assert row["step_ms_gp"] == pytest.approx(expected, rel=1e-9)
+    assert row["predictor_params"] == sum((d + 10) * d + d for d in sizes)
+    ada = evaluate_hardware(_scheme_cfg("adagp"), 0.5)["models"][0]
+    assert row["step_ms_gp"] > 10 * ada["step_ms_gp"]  # dense modules over 32x32 maps: far from ADA-GP's
+    assert row["speedup_same_hw"] < 1 < ada["speedup_same_hw"]
+
+
+@pytest.mark.parametrize("scheme", ["null"])
+def test_controls_cost_no_predictor(scheme):
+    from dse.evaluate import evaluate_hardware
+    from models.zoo import build
+
+    cfg = _scheme_cfg(scheme)
+    net = build("resnet18", dataset="cifar10")
+    weighted = [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.params]
+    updated = weighted if scheme == "null_momentum" else weighted[-1:]
+    _, expected = _by_hand_gp_ms(cfg, [], [3 * cfg.workload.batch * 10], weighted[-1:], updated)
+    row = evaluate_hardware(cfg, 0.5)["models"][0]
+    assert row["step_ms_gp"] == pytest.approx(expected, rel=1e-9)
+    assert row["predictor_params"] == 0 and row["step_ms_scheme_bp"] == pytest.approx(row["step_ms_bp"])
+
+
+def test_efb_gp_step_costs_feedback_weight_gradients_and_the_stash():
+    """Error feedback: per hidden layer the factored feedback GEMMs (batch, classes, r) and (batch, r, |h|),
+    the derivative mask, the layer's weight-gradient GEMM; the error once; no input-gradient GEMM. With the
+    stash on chip (first check) the step is the sum of those ops; on a small chip it keeps BP's whole
+    activation stash in DRAM (second check)."""
+    import dataclasses
+    import types
+
+    import numpy as np
+
+    from accel.schedule import step_costs
+    from models.schemes import scheme_plan
+    from models.surrogate import SurrogateConfig
+
+    cfg = _scheme_cfg("adagp")
+    b, r = cfg.workload.batch, 3
+    from models.zoo import build
+
+    net = build("resnet18", dataset="cifar10")
+    weighted = [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.params]
+    sizes = [math.prod(net.layers[i].out) for i in weighted[:-1]]
+    gemms = [g for d in sizes for g in ((b, 10, r), (b, r, d))]
+    vec = [3 * b * d for d in sizes] + [3 * b * 10, 3 * b * 10]  # masks, the error, the classifier's dlogits
+    _, expected = _by_hand_gp_ms(cfg, gemms, vec, weighted, weighted)
+    knobs = types.SimpleNamespace(**{**SurrogateConfig().to_dict(), "scheme": "efb", "efb_rank": r})
+    plan = scheme_plan(knobs, net, b)
+    ops = net.training_ops(b)
+    s = step_costs(ops, plan=plan, hw=cfg.hardware)
+    assert s.scheme_gp.time_s * 1e3 == pytest.approx(expected, rel=1e-9)
+    assert s.scheme_gp.parts_s["stash"] == 0.0
+    small = cfg.hardware.replace(ifmap_kb=64.0, filter_kb=64.0, ofmap_kb=64.0)
+    s = step_costs(ops, plan=plan, hw=small)
+    assert s.scheme_gp.parts_s["stash"] > 0
+    no_stash = step_costs(ops, plan=dataclasses.replace(plan, gp_stash=()), hw=small)
+    # BP's off-chip stash (the layers before the last ones whose summed stash fits the chip's SRAM),
+    # written in the forward and read back
+    per_layer = np.bincount(ops.layer, weights=ops.stash_bytes, minlength=len(net.layers))
+    cap = (small.ifmap_kb + small.filter_kb + small.ofmap_kb) * 1024
+    off = per_layer[np.cumsum(per_layer[::-1])[::-1] > cap].sum()
+    assert off > 0
+    assert s.scheme_gp.dram_bytes - no_stash.scheme_gp.dram_bytes == pytest.approx(2 * off, rel=1e-9)

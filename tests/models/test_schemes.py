@@ -1,0 +1,93 @@
+"""Gradient schemes as workloads: every scheme lowers for every zoo model, with the ops its semantics say."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+import pytest
+
+from accel.schedule import EXTRA_PHASES
+from models.predictor import predicted_layers
+from models.schemes import SCHEMES, DNIShape, EFBShape, LocalShape, hidden_layers, output_layer, scheme_plan
+from models.surrogate import SurrogateConfig
+from models.zoo import build, names
+
+BATCH = 4
+
+
+def knobs(scheme, **kw):
+    """Training knobs with the scheme's size fields (a SurrogateConfig's fields plus any given)."""
+    return types.SimpleNamespace(**{**SurrogateConfig().to_dict(), "scheme": scheme, **kw})
+
+
+@pytest.mark.parametrize("name", names())
+def test_every_scheme_lowers_for_every_zoo_model(name):
+    net = build(name)
+    n = len(net.layers)
+    for scheme in SCHEMES:
+        plan = scheme_plan(knobs(scheme), net, BATCH)
+        for table in (plan.train, plan.gp):
+            assert set(table.phase.tolist()) <= set(EXTRA_PHASES), (scheme, set(table.phase.tolist()))
+            assert ((table.layer >= -1) & (table.layer < n)).all()
+            gemm = np.isin(table.phase, ("pred_fwd", "pred_refwd", "pred_igrad", "pred_wgrad"))
+            assert (table.M[gemm] > 0).all() and (table.vec_elems[~gemm] > 0).all()
+        assert set(plan.gp_update) <= set(predicted_layers(net))
+
+
+def test_label_aware_schemes_predict_the_hidden_layers_and_train_on_bp_steps():
+    net = build("resnet18", dataset="cifar10")
+    hidden = hidden_layers(net)
+    out = output_layer(net)
+    assert out not in hidden and len(hidden) == len(predicted_layers(net)) - 1
+    for scheme in ("efb", "local", "dni"):
+        plan = scheme_plan(knobs(scheme), net, BATCH)
+        assert set(plan.gp.layer[plan.gp.layer >= 0].tolist()) == set(hidden)
+        # every hidden layer's weight gradient and the classifier's true one; no input gradients
+        assert plan.gp_wgrad == tuple(sorted(hidden + [out])) and plan.gp_igrad == ()
+        assert len(plan.train.phase) and plan.params > 0
+    assert scheme_plan(knobs("efb"), net, BATCH).gp_stash == tuple(range(len(net.layers)))
+    assert scheme_plan(knobs("local"), net, BATCH).gp_stash == ()
+    # without true_output_grad the classifier is predicted like the others
+    plan = scheme_plan(knobs("local", true_output_grad=False), net, BATCH)
+    assert out in set(plan.gp.layer.tolist())
+
+
+def test_size_knobs_drive_parameters_closed_form():
+    net = build("resnet18", dataset="cifar10")
+    hidden = hidden_layers(net)
+    sizes = [math.prod(net.layers[i].out) for i in hidden]
+    for r in (1, 4, 10):
+        assert scheme_plan(knobs("efb", efb_rank=r), net, BATCH).params == sum(10 * r + r * d for d in sizes)
+    for w in (1, 2, 4):
+        pooled = [net.layers[i].out[0] * min(w, net.layers[i].out[1]) * min(w, net.layers[i].out[2])
+                  for i in hidden]
+        assert scheme_plan(knobs("local", local_width=w), net, BATCH).params == sum(f * 10 + 10 for f in pooled)
+    conv = scheme_plan(knobs("dni", dni_kernel=3), net, BATCH)
+    assert conv.params == sum((net.layers[i].out[0] + 10) * 9 * net.layers[i].out[0] + net.layers[i].out[0]
+                              for i in hidden)
+
+
+def test_controls():
+    net = build("resnet18", dataset="cifar10")
+    weighted = predicted_layers(net)
+    out = output_layer(net)
+    null, mom, trunc = (scheme_plan(knobs(s), net, BATCH) for s in ("null", "null_momentum", "truncated"))
+    for p in (null, mom, trunc):
+        assert not len(p.train.phase) and p.params == 0
+    assert null.gp_update == (out,) and mom.gp_update == tuple(weighted)
+    below = weighted[-2]
+    assert trunc.gp_wgrad == (below, out) and trunc.gp_igrad == (out,)
+    assert trunc.gp_bwd_vec == tuple(range(below + 1, out))
+
+
+@pytest.mark.parametrize("bad", [lambda: EFBShape(rank=0), lambda: LocalShape(width=0), lambda: DNIShape(kernel=-1)])
+def test_bad_sizes(bad):
+    with pytest.raises(ValueError):
+        bad()
+
+
+def test_unknown_scheme_names_the_known_ones():
+    with pytest.raises(ValueError, match="efb"):
+        scheme_plan(knobs("bogus"), build("resnet18"), BATCH)
