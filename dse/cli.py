@@ -99,6 +99,9 @@ def models_cmd(
     MACs count the multiply-accumulates of conv and linear layers per sample (torchvision's "GFLOPS" convention); attention's weight-free matmuls are reported separately as matmul_macs.
     """
     from models import zoo
+    from dse.values import check_number
+
+    check_number(batch, "--batch")
 
     def _build(n: str):
         try:
@@ -182,6 +185,13 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as e:  # noqa: BLE001 - last-resort handler: one line unless --debug
+        from models.surrogate.tasks import CacheError
+
+        if isinstance(e, CacheError):  # the surrogate cache cannot be used: names the folder
+            if debug or _state["debug"]:
+                traceback.print_exc()
+            typer.echo(f"dse: error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
         if debug or _state["debug"]:
             traceback.print_exc()
         else:

@@ -65,8 +65,15 @@ def layer(
 ) -> None:
     """Cost one GEMM or convolution on one systolic-array configuration: cycles, traffic, energy."""
     from accel import Hardware, area_mm2, gemm_cost
+    from dse.values import check_number
 
+    for opt, v in (("--rows", rows), ("--cols", cols), ("--ifmap-kb", ifmap_kb), ("--filter-kb", filter_kb),
+                   ("--ofmap-kb", ofmap_kb), ("--bandwidth", bandwidth), ("--clock-ghz", clock_ghz),
+                   ("--stride", stride), *(("--gemm", x) for x in gemm or ()), *(("--conv", x) for x in conv or ())):
+        check_number(v, opt, "bandwidth_gbps" if opt == "--bandwidth" else None)
     (m, k, n), desc = _gemm_shape(gemm, conv, stride)
+    for v in (m, k, n):  # a convolution as its im2col GEMM
+        check_number(v, "--gemm" if gemm is not None else "--conv")
     if dataflow not in ("os", "ws", "is"):
         raise UsageError(f"--dataflow: must be one of os, ws, is; got {dataflow!r}")
     try:

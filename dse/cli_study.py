@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -104,6 +105,24 @@ def run(
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
         raise typer.Exit(130)
+    if not res["complete"] and res["finished"]:
+        from dse.study import storage_url
+
+        _all_failed(spec, storage_url(spec, storage, journal=workers > 1), study_file)
+
+
+def _all_failed(spec, storage, study_file) -> None:
+    """Every trial failed: a one-line error with the most common reason (exit 2)."""
+    from dse.study import open_study
+
+    reasons: dict[str, int] = {}
+    for t in open_study(spec, storage, create=False).get_trials(deepcopy=False):
+        r = t.user_attrs.get("fail_reason")
+        if r and not r.startswith("interrupted"):
+            reasons[r] = reasons.get(r, 0) + 1
+    top = max(reasons.items(), key=lambda x: x[1]) if reasons else ("no reason recorded", 0)
+    raise UsageError(f"study {spec.name}: no trial completed; every one failed, most often ({top[1]} x) with: "
+                     f"{top[0]} (all reasons: `dse status {study_file}`)")
 
 
 def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
@@ -307,6 +326,10 @@ def worker(
                          "jointly")
     url = storage_url(spec, storage)
     hb = heartbeat if heartbeat is not None else default_heartbeat(url)
+    if os.environ.get("DSE_PARENT_PID", "").isdigit():  # started by `dse run --workers`: stop with it
+        from dse.runguard import watch_parent
+
+        watch_parent(int(os.environ["DSE_PARENT_PID"]))
 
     def progress(f):
         if not quiet:

@@ -36,9 +36,10 @@ import optuna
 from accel import Hardware, HardwareArray
 from dse.evaluate import HARDWARE_METRICS, evaluate, hardware_metrics
 from dse.space import Bundle, Choice, Range
-from dse.study import (RunResult, _objective, _sampler, _sigterm_as_interrupt, _storage, _suggest,
-                       budget_state, failed_count, hv_reference, load_points, mask_url, open_study,
-                       progress_callback, recover_dead_workers, storage_url)
+from dse.runguard import derive_seed, guarded, queue
+from dse.study import (RunResult, _objective, _sampler, _storage, _suggest, budget_state, check_cache,
+                       failed_count, hv_reference, load_points, mask_url, open_study, progress_callback,
+                       recover_dead_workers, storage_url)
 from dse.pareto import front, hypervolume
 from dse.studyfile import StudySpec
 from models.surrogate import SurrogateConfig
@@ -113,6 +114,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     inner_points = inner_points or spec.inner_points
     front_size = front_size or spec.front_size
     url = storage_url(spec, storage)
+    check_cache()
     main = open_study(spec, url, create=True)  # its trials are all enqueued: its sampler is never asked
     recover_dead_workers(main)
     train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
@@ -133,7 +135,7 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
     else:
         grid = None
         outer = optuna.load_study(storage=outer_store, study_name=outer_name,
-                                  sampler=_sampler(spec, spec.seed + len(outer.trials)))
+                                  sampler=_sampler(spec, derive_seed(spec.seed, len(outer.trials))))
     ref = hv_reference(spec)
     objective = _objective(spec, budget)
     maxi = np.array([d == "maximize" for d in spec.directions])
@@ -145,8 +147,10 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
 
     callback = progress_callback(spec, budget, ref, progress)
     try:
-        with _sigterm_as_interrupt():
+        with guarded(url) as guard:
+            guard.watch(main)
             while budget_state(main)["done"] < budget:
+                guard.check()
                 if timeout is not None and time.monotonic() - t0 > timeout:
                     break
                 if stop is not None and stop(main):
@@ -162,7 +166,8 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                             **spec.space.split(tparams, section="training").get("training", {})}
                 try:
                     cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
-                    sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
+                    with guard.raising():  # a signal stops the training at once
+                        sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
                 except (ValueError, TypeError, FloatingPointError) as e:
                     ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
                     outer.tell(ot, state=optuna.trial.TrialState.FAIL)
@@ -208,11 +213,12 @@ def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | Non
                 new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
                 new = new[:budget - budget_state(main)["done"]]
                 for i in new:
-                    main.enqueue_trial({**tparams, **keep[i]}, skip_if_exists=False)
+                    queue(main, {**tparams, **keep[i]})  # failed if the run stops before running it
                     entered.add(_key({**tparams, **keep[i]}))
                 if new:
                     main.optimize(objective, n_trials=len(new), catch=(Exception,), callbacks=[callback],
                                   gc_after_trial=False)
+                    guard.check()
                 outer.tell(ot, best)
                 repeats = 0 if new else repeats + 1
                 if repeats >= _MAX_REPEATS:  # the sampler keeps proposing settings whose sub-fronts are all entered

@@ -5,6 +5,10 @@ file beside the study file, Optuna's recommendation for several processes on one
 progress display by polling the storage, and supervises: a worker that dies (SIGKILL, a crash) is
 replaced, and the survivors retry its running trial (see :func:`dse.study.recover_dead_workers`), so the
 budget is met exactly. Ctrl-C or SIGTERM stops every worker cleanly (completed trials are kept).
+
+Workers run in their own sessions (process groups) and end with the parent whatever happens: the parent
+stops them on every way out (a second Ctrl-C included), and each watches its parent's process id, so that
+one whose parent was killed stops too. ``--workers`` is refused above :func:`max_workers`.
 """
 
 from __future__ import annotations
@@ -19,11 +23,25 @@ import time
 
 from dse.errors import UsageError
 from dse.pareto import front, hypervolume
-from dse.study import (RunResult, budget_state, default_heartbeat, failed_count, hv_reference, load_points,
-                       mask_url, open_study, recover_dead_workers, storage_url)
+from dse.runguard import drop_queued
+from dse.study import (RunResult, budget_state, check_cache, default_heartbeat, failed_count, hv_reference,
+                       load_points, mask_url, open_study, recover_dead_workers, storage_url)
 from dse.studyfile import StudySpec
 
-__all__ = ["run_workers"]
+__all__ = ["run_workers", "max_workers"]
+
+#: workers allowed per core by default (each is a process training surrogates)
+WORKERS_PER_CORE = 4
+
+
+def max_workers() -> int:
+    """The most workers ``run_workers`` starts: ``DSE_MAX_WORKERS``, else 4 per core."""
+    env = os.environ.get("DSE_MAX_WORKERS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise UsageError(f"DSE_MAX_WORKERS: must be an integer >= 1, got {env!r}")
+        return int(env)
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 
 def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> subprocess.Popen:
@@ -34,8 +52,15 @@ def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> s
            "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--joint", "--quiet"]
     env = dict(os.environ)
     env.pop("DSE_STORAGE", None)
+    env["DSE_PARENT_PID"] = str(os.getpid())  # the worker stops when this process is gone
     err = open(os.path.join(logdir, f"worker-{index}.log"), "w+")
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
+    try:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                             start_new_session=True)
+    except OSError as e:  # out of processes or memory
+        err.close()
+        raise UsageError(f"--workers: could not start worker {index} ({e.strerror or e}); use fewer workers") \
+            from None
     p.errlog = err  # type: ignore[attr-defined]
     return p
 
@@ -51,12 +76,17 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                 quiet: bool = False, poll: float = 0.5, max_restarts: int | None = None) -> RunResult:
     if spec.path is None:
         raise ValueError("run_workers needs a study read from a file (workers load it by path)")
+    limit = max_workers()
+    if workers > limit:
+        raise UsageError(f"--workers: {workers} is more than {limit} ({WORKERS_PER_CORE} per core on "
+                         f"{os.cpu_count() or 1} cores); set DSE_MAX_WORKERS to allow more")
     url = storage_url(spec, storage, journal=True)
+    check_cache()
     study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url))
     budget = spec.trials
     ref = hv_reference(spec)
     logdir = tempfile.mkdtemp(prefix="dse-workers-")
-    procs = {i: _spawn(spec, url, i, budget, logdir) for i in range(workers)}
+    procs: dict[int, subprocess.Popen] = {}
     next_index = workers
     restarts = 0
     max_restarts = 3 * workers if max_restarts is None else max_restarts
@@ -75,19 +105,28 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
         task = bar.add_task(spec.name, total=budget, front=0, hv="-", w=workers)
 
     def stop_all(sig=signal.SIGINT):
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(sig)
-        for p in procs.values():
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        """Stop every worker (SIGINT: each records its running trial as interrupted), SIGKILL after 30 s;
+        signals to this process are ignored meanwhile, so that a second Ctrl-C cannot leave one running."""
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.send_signal(sig)
+            for p in procs.values():
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        finally:
+            for s, h in held.items():
+                signal.signal(s, h)
 
     old = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
     last_done = -1
     try:
+        for i in range(workers):
+            procs[i] = _spawn(spec, url, i, budget, logdir)
         while True:
             if timeout is not None and time.monotonic() - t0 > timeout:
                 stop_all()
@@ -120,12 +159,15 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
             time.sleep(poll)
     except KeyboardInterrupt:
         interrupted = True
-        stop_all()
     finally:
+        stop_all()  # whatever ended the loop: no worker outlives this process
         signal.signal(signal.SIGTERM, old)
         if bar is not None:
             bar.stop()
+        for p in procs.values():
+            p.errlog.close()  # type: ignore[attr-defined]
         shutil.rmtree(logdir, ignore_errors=True)
+        drop_queued(study)  # retries this process queued for workers that are gone
     pts = load_points(study, spec)
     b = budget_state(study)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(front(pts, spec.directions)),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.errors import UsageError
+from dse.values import check_document, check_number
 
 __all__ = ["load_toml", "take", "check_keys", "TYPE_NAMES"]
 
@@ -25,12 +26,16 @@ def load_toml(path: str | Path) -> dict:
     if not p.is_file():
         raise UsageError(f"{p}: no such file")
     try:
-        with p.open("rb") as f:
-            return tomllib.load(f)
+        text = p.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8")  # a byte-order mark is allowed
+        doc = tomllib.loads(text)
+    except OSError as e:
+        raise UsageError(f"{p}: cannot be read ({e.strerror or e})") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{p}: not valid TOML: {e}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{p}: not a UTF-8 text file (expected TOML)") from None
+    check_document(doc)  # every number finite and in range, named by its dotted field
+    return doc
 
 
 def check_keys(table: dict, allowed: set[str] | dict, where: str) -> None:
@@ -60,6 +65,7 @@ def take(table: dict, key: str, typ: type | tuple, where: str, *, default: Any =
         types = typ if isinstance(typ, tuple) else (typ,)
         want = " or ".join(TYPE_NAMES.get(t, t.__name__) for t in types)
         raise UsageError(f"{where}.{key}: expected {want}, got {v!r}")
+    check_number(v, f"{where}.{key}")
     if choices is not None and v not in choices:
         raise UsageError(f"{where}.{key}: {v!r} is not allowed; choose one of {', '.join(map(str, choices))}")
     if low is not None and v < low:

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import time
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -33,7 +30,11 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import TrialState
 
+from dse import runguard
 from dse.errors import UsageError
+from dse.runguard import derive_seed, guarded
+from dse.storage import (SafeJournalFileBackend, mask_url, normalize_url, readable_copy, repair_journal,
+                         storage_fault)
 from dse.evaluate import evaluate, evaluate_hardware
 from dse.pareto import Point, front, hypervolume
 from dse.space import Bundle, Choice, Range
@@ -48,12 +49,6 @@ FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
 class TrialFailed(Exception):
     """A trial that cannot be evaluated (an impossible configuration); recorded as FAIL with its reason."""
-
-
-def mask_url(text: str) -> str:
-    """A storage URL (or a message quoting one) with every password replaced by ***."""
-    text = re.sub(r"(://[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
-    return re.sub(r"([?&](?:password|passwd|pwd)=)[^&\s]*", r"\1***", text, flags=re.IGNORECASE)
 
 
 def storage_url(spec: StudySpec, storage: str | None = None, *, journal: bool = False) -> str:
@@ -78,13 +73,14 @@ def default_heartbeat(url: str) -> int | None:
 def _storage(url: str, *, heartbeat: int | None = None):
     try:
         if url.startswith("journal:///"):
-            from optuna.storages.journal import JournalFileBackend, JournalStorage
+            from optuna.storages.journal import JournalStorage
 
             # like SQLite URLs: journal:///relative.log, journal:////absolute/path.log
             path = url[len("journal:///"):]
             if not path:
                 raise UsageError("--storage: a journal URL needs a file: journal:///FILE.log")
-            return JournalStorage(JournalFileBackend(path))
+            repair_journal(path)  # a record torn by a crash or a full disk: dropped, saying so
+            return JournalStorage(SafeJournalFileBackend(path))
         if not re.match(r"^(sqlite|postgresql|postgresql\+\w+|mysql|mysql\+\w+)://", url):
             raise UsageError(f"--storage: {mask_url(url)!r} is not a storage URL; use sqlite:///FILE.db, "
                              "postgresql://USER:PASSWORD@HOST/DB or journal:///FILE.log")
@@ -96,15 +92,18 @@ def _storage(url: str, *, heartbeat: int | None = None):
         engine_kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else None
         if url.startswith("sqlite"):
             engine_kwargs = {"connect_args": {"timeout": 60}}  # wait for a concurrent writer's lock
-        st = _rdb_storage(url, engine_kwargs, kwargs)
+        st = _rdb_storage(normalize_url(url), engine_kwargs, kwargs)
         if url.startswith("sqlite"):
             _fast_sqlite(st)
         return st
     except UsageError:
         raise
     except Exception as e:  # sqlalchemy / driver errors: unreachable server, corrupt file, missing driver
+        fault = storage_fault(e, url)
+        if fault is not None:  # disk full, read-only, permission
+            raise fault from None
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        reason = mask_url(reason)
+        reason = mask_url(reason, url)
         if isinstance(e, ImportError):  # Optuna: "Failed to import DB access module", from the driver's error
             missing = getattr(e.__cause__, "name", None) or getattr(e, "name", None) or "its driver"
             extra = "pip install 'dse[postgres]'" if url.startswith("postgresql") else "install it"
@@ -172,6 +171,8 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
             and not Path(url[len("sqlite:///"):]).exists():
         raise UsageError(f"study {spec.name!r} has no storage yet ({mask_url(url)} does not exist); run "
                          "`dse run` first")
+    if not create:
+        url = readable_copy(url)  # a SQLite study on a read-only file system: read a private snapshot
     st = _storage(url, heartbeat=heartbeat)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
     try:
@@ -186,7 +187,10 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
     except ValueError as e:
         raise UsageError(f"study {spec.name!r} in {mask_url(url)}: {e}") from None
     except Exception as e:  # noqa: BLE001 - storage errors surface on first use
-        reason = mask_url(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        fault = storage_fault(e, url)
+        if fault is not None:
+            raise fault from None
+        reason = mask_url(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, url)
         raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}") from None
     stored = [d.name.lower() for d in study.directions]
     if stored != spec.directions:
@@ -229,22 +233,7 @@ def _suggest(trial: optuna.Trial, name: str, knob) -> Any:
     return trial.suggest_float(name, knob.low, knob.high, step=knob.step, log=knob.log)
 
 
-_HOST = socket.gethostname()
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), so that a reused process id is not
-    mistaken for the worker that died; "" where /proc is not available."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def _owner() -> str:
-    """``host:pid:start`` of this process, recorded on each trial it runs."""
-    return f"{_HOST}:{os.getpid()}:{_start_time(os.getpid())}"
+_owner = runguard.owner  # ``host:pid:start`` of this process, recorded on each trial it runs
 
 
 def _retried(trials) -> set[int]:
@@ -303,18 +292,34 @@ def _objective(spec: StudySpec, budget: int) -> Callable[[optuna.Trial], list[fl
             if before >= budget:
                 trial.set_user_attr("fail_reason", "budget reached by other workers")
                 raise optuna.TrialPruned("budget reached")
+        guard = runguard.current
         try:
-            return _evaluate_trial(trial, spec)
+            with guard.raising():  # a signal stops the trial here, never inside Optuna's bookkeeping
+                return _evaluate_trial(trial, spec)
         except KeyboardInterrupt:
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
             raise
         except (TrialFailed, optuna.TrialPruned):
             raise
-        except Exception as e:  # a bug or an unforeseen input: record it, the study goes on
-            trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
-            raise
+        except Exception as e:
+            if _is_fault(e):  # a full disk, an unusable cache: the run stops and says so
+                guard.record_fault(e)
+                try:
+                    trial.set_user_attr("fail_reason", f"interrupted by a fault: {type(e).__name__}: {e}")
+                except Exception:  # noqa: BLE001 - the storage itself may be the fault
+                    pass
+                raise
+            trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input:
+            raise  # record it, the study goes on
 
     return objective
+
+
+def _is_fault(e: BaseException) -> bool:
+    from models.surrogate import CacheError
+    from dse.storage import fault_of
+
+    return isinstance(e, CacheError) or fault_of(e) is not None
 
 
 def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
@@ -346,6 +351,14 @@ def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
     return [metrics[m] for m in spec.metrics]
 
 
+def check_cache() -> None:
+    """UsageError naming the surrogate cache folder unless this process can write into it."""
+    from models.surrogate import cache_dir
+    from dse.storage import check_writable_dir
+
+    check_writable_dir(cache_dir(), "surrogate cache", "set DSE_CACHE_DIR to a writable folder")
+
+
 def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
     pts = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
@@ -362,53 +375,31 @@ class RunResult(dict):
     """Figures of a run: finished and complete trial counts, front size, hypervolume, interrupted."""
 
 
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM stops a run like Ctrl-C: the running trial is recorded as failed, completed ones are kept."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not in the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+#: SIGINT/SIGTERM stop a run cleanly (see :mod:`dse.runguard`); the name is kept for older callers
+_sigterm_as_interrupt = guarded
 
 
 def recover_dead_workers(study: optuna.Study) -> list[int]:
-    """Fail and retry RUNNING trials whose worker process on this machine has died (SIGKILL, OOM, crash).
+    """Fail and retry RUNNING trials that no live worker owns: their worker process on this machine died
+    (SIGKILL, OOM, crash), or they have no owner record and are older than
+    :data:`dse.runguard.ORPHAN_GRACE_S`; fail WAITING trials queued by a process that died.
 
     This is the local counterpart of Optuna's heartbeats (which need an RDB storage): it works on every
     storage, journal files included, for workers on the same machine. Each such trial is marked FAIL and a
     copy with the same parameters is queued (``retry_of`` = its number). Returns the retried numbers.
+    Call it between trials (a RUNNING trial of this very process is then a leftover).
     """
     out = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        parts = t.user_attrs.get("worker", "").split(":")
-        if len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
-            continue
-        pid, start = int(parts[1]), parts[2]
-        if _pid_alive(pid) and (not start or _start_time(pid) == start) and pid != os.getpid():
-            continue
+    running, waiting = runguard.orphans(study)
+    for t in running:
         try:
             study.tell(t.number, state=TrialState.FAIL)
         except Exception:  # noqa: BLE001 - another worker got there first
             continue
-        study.enqueue_trial(t.params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
+        runguard.queue(study, t.params, retry_of=t.number)
         out.append(t.number)
+    for t in waiting:
+        runguard.fail_orphan(study, t, f"{runguard.INTERRUPTED}: queued by a run that died before running it")
     return out
 
 
@@ -443,10 +434,12 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     ``stop(study)``, checked before each trial, ends the run early when it returns True.
     """
     budget = trials or spec.trials
+    check_cache()
     probe = open_study(spec, storage, create=True, heartbeat=heartbeat)
     recover_dead_workers(probe)
     done = budget_state(probe)["done"]
-    study = open_study(spec, storage, create=True, seed=spec.seed + 1000 * worker + done, heartbeat=heartbeat)
+    study = open_study(spec, storage, create=True, seed=derive_seed(spec.seed, 1000 * worker, done),
+                       heartbeat=heartbeat)
     ref = hv_reference(spec)
     objective = _objective(spec, budget)
     interrupted = False
@@ -454,8 +447,10 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
 
     callback = progress_callback(spec, budget, ref, progress)
     try:
-        with _sigterm_as_interrupt():
+        with guarded(storage_url(spec, storage)) as guard:
+            guard.watch(study)
             while timeout is None or time.monotonic() - t0 < timeout:
+                guard.check()
                 recover_dead_workers(study)
                 if heartbeat:
                     optuna.storages.fail_stale_trials(study)
@@ -467,6 +462,7 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
                     continue
                 study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[callback],
                                gc_after_trial=False)
+                guard.check()  # a fault the objective met, or a signal during the bookkeeping
     except KeyboardInterrupt:
         interrupted = True
     pts = load_points(study, spec)

@@ -47,6 +47,7 @@ from accel import Hardware
 from dse.errors import UsageError
 from dse.evaluate import METRICS, Configuration
 from dse.schema import check_keys, load_toml, take
+from dse.values import check_name, check_number
 from dse.space import Bundle, Choice, Fixed, Range, Space
 from models.surrogate import SurrogateConfig
 
@@ -169,6 +170,9 @@ class StudySpec:
             raise UsageError(f"--trials: must be an integer >= 1, got {kw['trials']}")
         if "seed" in kw and kw["seed"] < 0:
             raise UsageError(f"--seed: must be an integer >= 0, got {kw['seed']}")
+        for k in ("trials", "seed"):
+            if k in kw:
+                check_number(kw[k], f"--{k}")
         spec = replace(self, **kw)
         if spec.sampler == "grid":
             _check_grid(spec.space)
@@ -218,7 +222,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy", "inner_points",
                     "front_size"}, "study")
     default_name = path.stem if path is not None else "study"
-    name = take(st, "name", str, "study", default=default_name)
+    name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
                                                          "technology") if k in doc},
                                    base=path.parent if path else None)
@@ -274,7 +278,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         objectives=tuple(objectives),
         constraints=tuple(constraints),
         sampler=sampler,
-        seed=take(st, "seed", int, "study", default=0, low=0),
+        seed=take(st, "seed", int, "study", default=0, low=0),  # at most 2**32 - 1 (dse.values.LIMITS)
         trials=take(st, "trials", int, "study", default=50, low=1),
         seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
         population=take(st, "population", int, "study", default=None, low=2),

@@ -11,13 +11,14 @@ Numpy only (no torch, no Optuna). See ``docs/surrogate.md``.
 
 from models.surrogate.config import NETWORKS, SCHEMES, TASKS, SurrogateConfig, load_training_table
 from models.surrogate.evaluate import CACHE_VERSION, SurrogateResult, evaluate
-from models.surrogate.tasks import cache_dir
+from models.surrogate.tasks import CacheError, cache_dir
 
 __all__ = [
     "SurrogateConfig",
     "SurrogateResult",
     "evaluate",
     "cache_dir",
+    "CacheError",
     "load_training_table",
     "TASKS",
     "NETWORKS",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from models.surrogate.config import SurrogateConfig
-from models.surrogate.tasks import cache_dir
+from models.surrogate.tasks import cache_dir, cache_error
 
 __all__ = ["SurrogateResult", "evaluate", "CACHE_VERSION"]
 
@@ -36,20 +36,46 @@ def _path(kind: str, key: str) -> Path:
     return cache_dir() / "surrogate" / f"v{CACHE_VERSION}" / kind / f"{key}.json"
 
 
+#: what every cached run holds (what ``train_run`` returns), and the keys that must be finite numbers
+_RUN_KEYS = ("accuracy", "diverged", "steps", "warmup_steps", "gp_fraction", "phases", "cos", "relerr", "epochs",
+             "network_params", "predictor_params", "wall_s")
+_NUMERIC = ("accuracy", "steps", "warmup_steps", "gp_fraction", "wall_s")
+
+
+def _valid(entry: Any) -> bool:
+    if not isinstance(entry, dict) or any(k not in entry for k in _RUN_KEYS):
+        return False
+    return all(isinstance(entry[k], (int, float)) and not isinstance(entry[k], bool)
+               and math.isfinite(entry[k]) for k in _NUMERIC) and isinstance(entry["phases"], list)
+
+
 def _load(path: Path) -> Optional[dict[str, Any]]:
+    """A cached run, or None: absent, unreadable, or damaged (not JSON, or not a run's shape: discarded, so
+    that the run is recomputed)."""
     try:
         with path.open() as fh:
-            return json.load(fh)
+            entry = json.load(fh)
     except (OSError, ValueError):
-        return None
+        entry = None
+    if entry is not None and _valid(entry):
+        return entry
+    if path.is_file():
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    return None
 
 
 def _store(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-    with tmp.open("w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("w") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise cache_error(cache_dir(), e) from e
 
 
 def _mean(xs: Sequence[float]) -> float:

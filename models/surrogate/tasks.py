@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Task", "load_task", "cache_dir"]
+__all__ = ["Task", "load_task", "cache_dir", "CacheError"]
 
 _MEMO: dict[str, "Task"] = {}
 
@@ -22,6 +22,17 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "dse"
+
+
+class CacheError(RuntimeError):
+    """The cache directory cannot be used (a file in its place, no permission, a full disk); the message names
+    the path and what to do."""
+
+
+def cache_error(path: Path, e: OSError) -> CacheError:
+    why = e.strerror or type(e).__name__
+    return CacheError(f"surrogate cache {path}: cannot be written ({why}); set DSE_CACHE_DIR to a writable "
+                      "folder")
 
 
 @dataclass(frozen=True)
@@ -84,10 +95,13 @@ def load_task(name: str) -> Task:
             arrays = None  # a damaged cache file is rebuilt
     if arrays is None:
         arrays = make()
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, **arrays)
+            os.replace(tmp, path)
+        except OSError as e:
+            raise cache_error(path.parent, e) from e
     task = Task(
         name=name,
         x=np.asarray(arrays["x"], dtype=np.float32)[:, :, None],
