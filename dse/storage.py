@@ -52,13 +52,14 @@ def _split(url: str) -> tuple[str, str | None, str] | None:
     if not sep or not scheme or not all(c.isalnum() or c in "+-." for c in scheme):
         return None
     at = rest.rfind("@")
+    if at >= 0 and ":" not in rest[:at] and any(c in rest[:at] for c in "/?#"):
+        at = -1  # an "@" in the path or query (a user name alone holds no "/", "?" or "#")
     if at < 0:
         return scheme + sep, None, rest
     return scheme + sep, rest[:at], rest[at:]
 
 
-def _query_secrets(rest: str) -> list[str]:
-    query = rest.partition("?")[2]
+def _query_secrets(query: str) -> list[str]:
     return [v for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True)
             if k.lower() in _PASSWORD_KEYS and v]
 
@@ -69,7 +70,7 @@ def secrets_of(url: str) -> list[str]:
     if parts is None:
         return []
     _, userinfo, rest = parts
-    found = _query_secrets(rest)
+    found = _query_secrets(url.partition("?")[2]) + _query_secrets(rest.partition("?")[2])
     if userinfo is not None and ":" in userinfo:
         found.append(userinfo.partition(":")[2])
     out = set()
@@ -209,6 +210,17 @@ def _probe(path: Path | None) -> str | None:
         return "the disk is full"
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         return "permission denied"
+    try:  # a file size limit (ulimit -f) that the file or its write-ahead log has reached
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY:
+            sizes = [os.path.getsize(f) for f in (path, Path(f"{path}-wal"), Path(f"{path}-journal"))
+                     if f.is_file()]
+            if sizes and max(sizes) + 256 * 1024 > soft:
+                return "the file size limit is reached"
+    except (ImportError, OSError, ValueError):
+        pass
     return None
 
 

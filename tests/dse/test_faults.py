@@ -1,0 +1,563 @@
+"""Nothing lost, nothing hung: storage faults, interrupts, workers, and values and files that used to crash.
+
+Groups (issue 16): data lost (a disk that fills up mid-run, for SQLite and the journal file, then a resume on
+a larger disk; a journal with a torn record), a rerun that never finishes (a RUNNING trial without an owner,
+a Ctrl-C inside Optuna's bookkeeping, a second Ctrl-C, queued hybrid trials left behind), workers (a bound,
+ended with their parent), faults reported as bugs (disk full, an unusable surrogate cache, every trial
+failing), values (NaN, huge integers, seeds near 2**32, a byte-order mark), names and secrets, read-only.
+
+A full disk is made two ways: a file-size limit (``RLIMIT_FSIZE``) on a subprocess, which needs nothing and
+always runs, and a small tmpfs (needs root and ``mount``; skipped with the reason otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import importlib.util
+import io
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from dse.study import budget_state, open_study, run
+from dse.studyfile import load_study
+
+_conftest_spec = importlib.util.spec_from_file_location("_dse_tests_conftest_faults",
+                                                        Path(__file__).with_name("conftest.py"))
+_conftest = importlib.util.module_from_spec(_conftest_spec)
+_conftest_spec.loader.exec_module(_conftest)
+FAST_STUDY = textwrap.dedent(_conftest.FAST_STUDY)
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+def _study(folder: Path, text: str = FAST_STUDY, name: str = "tiny.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    p.write_text(text)
+    return p
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ)
+    env.pop("DSE_STORAGE", None)
+    env.pop("DSE_DEBUG", None)
+    env.update(extra)
+    return env
+
+
+def dse(*args, limit: int | None = None, timeout: float = 240, **env) -> subprocess.CompletedProcess:
+    """``dse ARGS`` in a subprocess; ``limit``: a file-size limit in bytes (``ulimit -f``)."""
+    pre = None
+    if limit is not None:
+        def pre():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return subprocess.run([sys.executable, "-m", "dse.cli", *map(str, args)], capture_output=True, text=True,
+                          env=_env(**env), timeout=timeout, preexec_fn=pre)
+
+
+def dse_inproc(*args) -> tuple[int, str]:
+    """``dse ARGS`` in this process: (exit code, stderr)."""
+    from dse.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        with pytest.raises(SystemExit) as e:
+            main([*map(str, args)])
+    return e.value.code, err.getvalue()
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in stderr, stderr
+    assert lines and lines[-1].startswith("dse: error: "), stderr
+    return lines[-1]
+
+
+def _snapshot(spec, url) -> dict[int, tuple]:
+    """Complete trials: number -> values."""
+    st = open_study(spec, url, create=False)
+    return {t.number: tuple(t.values) for t in st.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
+
+
+def _check_budget(spec, url, budget):
+    st = open_study(spec, url, create=False)
+    trials = st.get_trials(deepcopy=False)
+    assert [t.number for t in trials] == list(range(len(trials)))
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert budget_state(st)["done"] == budget
+    return trials
+
+
+def _reported_complete(stderr: str) -> set[int]:
+    """Trials a `dse worker` reported complete (it prints a line after each trial is recorded)."""
+    return {int(n) for n in re.findall(r"trial (\d+) complete", stderr)}
+
+
+# == data lost: a disk that fills up mid-run ============================================================
+def _storage_file(kind: str, folder: Path) -> tuple[str, Path]:
+    path = folder / ("tiny.journal" if kind == "journal" else "tiny.db")
+    return (f"journal:///{path}" if kind == "journal" else f"sqlite:///{path}"), path
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_a_file_size_limit_mid_run_loses_no_completed_trial(tmp_path, kind):
+    """The limit falls inside the next trials: the worker exits 2 naming the file and the fault; every trial
+    it reported complete is still there; a resume without the limit meets the budget."""
+    f = _study(tmp_path)
+    spec = load_study(f)
+    url, path = _storage_file(kind, tmp_path)
+    run(spec, storage=url, trials=2)  # warms the surrogate cache; the storage exists
+    grown = max(os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if p.exists())
+    per_trial = 5_000 if kind == "journal" else 130_000
+    r = dse("worker", f, "--storage", url, "--trials", 12, limit=grown + int(1.6 * per_trial))
+    assert r.returncode == 2, r.stderr
+    line = one_error_line(r.stderr)
+    assert str(path) in line and "file size limit" in line and "run the same command again" in line
+    reported = _reported_complete(r.stderr)
+    kept = _snapshot(spec, url)
+    assert reported <= set(kept) and len(kept) >= 3  # at least one trial completed under the limit
+    if kind == "journal":
+        assert path.read_bytes().endswith(b"\n")  # no torn record: the cut-short append was undone
+    run(spec, storage=url, trials=12)
+    _check_budget(spec, url, 12)
+    after = _snapshot(spec, url)
+    assert all(after[n] == v for n, v in kept.items())
+
+
+@contextlib.contextmanager
+def _tmpfs(folder: Path, size: str):
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a small tmpfs needs root and mount (the file-size-limit test covers the same fault)")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def _resize(folder: Path, nbytes: int) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={nbytes // 4096 * 4096}", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_a_full_tmpfs_mid_run_then_a_larger_disk_loses_no_completed_trial(tmp_path, kind):
+    with _tmpfs(tmp_path / "disk", "16m") as disk:
+        f = _study(disk)
+        spec = load_study(f)
+        url, path = _storage_file(kind, disk)
+        run(spec, storage=url, trials=2)
+        st = os.statvfs(disk)
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        _resize(disk, used + (3 * 4096 if kind == "journal" else 200_000))
+        code, err = dse_inproc("worker", f, "--storage", url, "--trials", 12)
+        assert code == 2, err
+        line = one_error_line(err)
+        assert str(path) in line and "the disk is full" in line
+        reported = _reported_complete(err)
+        kept = _snapshot(spec, url)
+        assert reported <= set(kept) and len(kept) >= 2
+        _resize(disk, 64 << 20)  # a larger disk
+        run(spec, storage=url, trials=12)
+        _check_budget(spec, url, 12)
+        after = _snapshot(spec, url)
+        assert all(after[n] == v for n, v in kept.items())
+
+
+def _torn(path: Path) -> bytes:
+    """Append half of a record, as a write cut short by a full disk leaves it."""
+    last = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    torn = last[: len(last) // 2]
+    with path.open("ab") as fh:
+        fh.write(torn)
+    return torn
+
+
+def test_a_journal_with_a_torn_last_record_is_repaired_and_resumed(tmp_path):
+    f = _study(tmp_path)
+    spec = load_study(f)
+    url, path = _storage_file("journal", tmp_path)
+    run(spec, storage=url, trials=3)
+    kept = _snapshot(spec, url)
+    torn = _torn(path)
+    r = dse("run", f, "--storage", url, "-q", "--trials", 5)
+    assert r.returncode == 0, r.stderr
+    assert "dropped" in r.stderr and str(path) in r.stderr
+    assert (tmp_path / "tiny.journal.dropped").read_bytes() == torn + b"\n"
+    trials = _check_budget(spec, url, 5)
+    assert all(_snapshot(spec, url)[n] == v for n, v in kept.items()) and len(trials) >= 5
+
+
+def test_a_journal_already_appended_after_a_torn_record_keeps_every_complete_record(tmp_path):
+    """A file damaged by an older version (records appended after the torn one) loses only the torn bytes."""
+    from dse.storage import repair_journal
+
+    f = _study(tmp_path)
+    spec = load_study(f)
+    url, path = _storage_file("journal", tmp_path)
+    run(spec, storage=url, trials=2)
+    lines = path.read_bytes().splitlines(keepends=True)
+    # tear the record in the middle and glue the rest of the file on, as an append after it would
+    k = len(lines) // 2
+    damaged = b"".join(lines[:k]) + lines[k][:10] + b"".join(lines[k:])
+    path.write_bytes(damaged)
+    assert repair_journal(path) is not None
+    assert path.read_bytes() == b"".join(lines)
+
+
+# == a rerun that never finishes ========================================================================
+def _inject(code: str, *args, **env) -> subprocess.CompletedProcess:
+    """``dse ARGS`` in a subprocess after running ``code`` (which patches Optuna or dse to simulate a signal
+    at an exact point)."""
+    prog = textwrap.dedent(code) + "\nfrom dse.cli import main\nmain(sys.argv[1:])\n"
+    return subprocess.run([sys.executable, "-c", "import os, signal, sys\n" + prog, *map(str, args)],
+                          capture_output=True, text=True, env=_env(**env), timeout=240)
+
+
+def test_a_running_trial_without_owner_is_recovered_on_rerun(tmp_path):
+    f = _study(tmp_path)
+    spec = load_study(f)
+    run(spec, trials=2)
+    st = open_study(spec, create=False)
+    st.ask()  # created, never owned (its process stopped before recording itself)
+    con = sqlite3.connect(tmp_path / "tiny.db")
+    old = (datetime.datetime.now() - datetime.timedelta(minutes=5)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    con.execute("update trials set datetime_start = ? where state = 'RUNNING'", (old,))
+    con.commit()
+    con.close()
+    t0 = time.monotonic()
+    res = run(spec, trials=3, timeout=60)
+    assert res["finished"] == 3 and time.monotonic() - t0 < 50
+    _check_budget(spec, None, 3)
+
+
+def test_a_signal_inside_optunas_ask_leaves_no_ownerless_running_trial(tmp_path):
+    f = _study(tmp_path)
+    spec = load_study(f)
+    run(spec, trials=1)
+    r = _inject("""
+        import optuna
+        _ask = optuna.Study.ask
+        def ask(self, *a, **k):
+            t = _ask(self, *a, **k)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C right after the trial is created
+            return t
+        optuna.Study.ask = ask
+    """, "run", f, "-q", "--trials", 4)
+    assert r.returncode == 130, r.stderr
+    st = open_study(spec, create=False)
+    assert not st.get_trials(states=(TrialState.RUNNING,))
+    res = run(spec, trials=4, timeout=60)
+    assert res["finished"] == 4
+    _check_budget(spec, None, 4)
+
+
+def test_a_second_signal_during_optunas_bookkeeping_exits_130(tmp_path):
+    f = _study(tmp_path)
+    spec = load_study(f)
+    run(spec, trials=1)
+    r = _inject("""
+        import optuna.study._optimize as o
+        import dse.study as ds
+        _eval, _tell = ds._evaluate_trial, o._tell_with_warning
+        def evaluate(*a, **k):
+            os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the trial runs
+            return _eval(*a, **k)
+        def tell(*a, **k):
+            os.kill(os.getpid(), signal.SIGINT)  # the second, while Optuna records the interrupted trial
+            return _tell(*a, **k)
+        ds._evaluate_trial, o._tell_with_warning = evaluate, tell
+    """, "run", f, "-q", "--trials", 3)
+    assert r.returncode == 130, r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    st = open_study(spec, create=False)
+    assert not st.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+
+
+def test_an_interrupted_hybrid_run_leaves_no_waiting_trial(tmp_path):
+    text = FAST_STUDY.replace('sampler = "nsga2"', 'sampler = "nsga2"\nstrategy = "hybrid"\nfront_size = 4')
+    f = _study(tmp_path, text)
+    spec = load_study(f)
+    r = _inject("""
+        import dse.study as ds
+        _eval = ds._evaluate_trial
+        def evaluate(*a, **k):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during the first entered hardware point
+            return _eval(*a, **k)
+        ds._evaluate_trial = evaluate
+    """, "run", f, "-q")
+    assert r.returncode == 130, r.stderr
+    st = open_study(spec, create=False)
+    trials = st.get_trials()
+    assert trials and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+
+
+# == workers ============================================================================================
+def test_too_many_workers_are_refused_before_any_starts(tmp_path, monkeypatch):
+    import dse.parallel as par
+
+    def no_spawn(*a, **k):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(par.subprocess, "Popen", no_spawn)
+    monkeypatch.delenv("DSE_MAX_WORKERS", raising=False)
+    f = _study(tmp_path)
+    code, err = dse_inproc("run", f, "--workers", 1000, "-q")
+    assert code == 2
+    line = one_error_line(err)
+    assert "--workers" in line and "1000" in line and "DSE_MAX_WORKERS" in line
+    monkeypatch.setenv("DSE_MAX_WORKERS", "2000")  # the override lets it through (to the spawn)
+    with pytest.raises(AssertionError, match="a worker was started"):
+        par.run_workers(load_study(f), workers=1000, quiet=True)
+
+
+def test_a_worker_that_cannot_be_started_stops_the_others(tmp_path, monkeypatch):
+    import dse.parallel as par
+
+    started = []
+    real = subprocess.Popen
+
+    def popen(cmd, **kw):
+        if started:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        p = real(["sleep", "60"], **kw)
+        started.append(p)
+        return p
+
+    monkeypatch.setattr(par.subprocess, "Popen", popen)
+    f = _study(tmp_path)
+    from dse.errors import UsageError
+
+    with pytest.raises(UsageError, match="could not start worker 1"):
+        par.run_workers(load_study(f), workers=2, quiet=True)
+    assert started and started[0].poll() is not None  # the first one was stopped
+
+
+def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
+    text = FAST_STUDY.replace('network = "mlp"\nepochs = 2', 'network = "cnn"\nepochs = 3').replace(
+        "pred_width = [8, 32]", "pred_width = { low = 1, high = 1000 }")  # trials that train (seconds)
+    f = _study(tmp_path, text)
+    spec = load_study(f)
+    p = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(f), "--workers", "2", "-q", "--trials", "40"],
+                         env=_env(DSE_CACHE_DIR=str(tmp_path / "cache")), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    url = f"journal:///{tmp_path / 'tiny.journal'}"
+    pids: set[int] = set()
+    t0 = time.time()
+    while time.time() - t0 < 120 and len(pids) < 2:
+        try:
+            st = open_study(spec, url, create=False)
+            pids = {int(t.user_attrs["worker"].split(":")[1]) for t in st.get_trials(deepcopy=False)
+                    if "worker" in t.user_attrs}
+        except Exception:  # noqa: BLE001 - not created yet
+            pass
+        time.sleep(0.2)
+    assert pids, "no worker started a trial"
+    p.kill()
+    p.wait()
+    try:
+        t0 = time.time()
+        while time.time() - t0 < 60 and any(_alive(q) for q in pids):
+            time.sleep(0.2)
+        assert not any(_alive(q) for q in pids), "a worker outlived its killed parent"
+    finally:
+        for q in pids:
+            if _alive(q):
+                os.kill(q, signal.SIGKILL)
+    st = open_study(spec, url, create=False)
+    assert not st.get_trials(states=(TrialState.RUNNING,))  # each worker recorded its trial as interrupted
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (not reaped yet: its parent was killed) is gone
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# == faults reported as bugs ============================================================================
+def test_a_cache_folder_that_is_a_file_is_one_line_exit_2(tmp_path):
+    f = _study(tmp_path)
+    bad = tmp_path / "cache-file"
+    bad.write_text("not a folder")
+    r = dse("run", f, "-q", "--trials", 2, DSE_CACHE_DIR=str(bad))
+    assert r.returncode == 2, r.stderr
+    line = one_error_line(r.stderr)
+    assert str(bad) in line and "surrogate cache" in line and "DSE_CACHE_DIR" in line
+
+
+def test_ill_shaped_cache_entries_are_discarded_and_recomputed(tmp_path, monkeypatch):
+    from dataclasses import replace as dc_replace
+
+    from models.surrogate import SurrogateConfig, evaluate
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = dc_replace(SurrogateConfig(), task="digits", network="mlp", epochs=1)
+    first = evaluate(cfg, seeds=(0,))
+    files = sorted((tmp_path / "cache").rglob("*.json"))
+    assert files
+    for i, p in enumerate(files):  # well-formed JSON, wrong shapes
+        p.write_text(json.dumps([{}, {"accuracy": "high"}, [1, 2], {"wall_s": None}][i % 4]))
+    again = evaluate(cfg, seeds=(0,))
+    assert not again.cached and again.accuracy == first.accuracy and again.gp_fraction == first.gp_fraction
+    assert all(json.loads(p.read_text()).get("accuracy") is not None for p in files)  # rewritten whole
+
+
+def test_a_study_whose_trials_all_fail_exits_2_and_says_why(tmp_path):
+    # every value is possible alone, no combination is: a 16-row array's tile edge does not fit 32 B
+    text = FAST_STUDY.replace('[hardware]\ndataflow = "ws"', '[hardware]\ndataflow = "ws"\nrows = 8\ncols = 8')
+    text = text.replace("rows = [8, 16, 32]\ncols = [8, 16, 32]", "rows = [16, 32]\nifmap_kb = [0.03125, 0.03126]")
+    f = _study(tmp_path, text)
+    r = dse("run", f, "-q", "--trials", 3)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    line = one_error_line(r.stderr)
+    assert "no trial completed" in line and "impossible configuration" in line and "ifmap_kb" in line
+
+
+# == values =============================================================================================
+@pytest.mark.parametrize("edit, needles", [
+    (("max = 4.0", "max = nan"), ("constraints[0].max", "finite")),
+    (("max = 4.0", "max = inf"), ("constraints[0].max", "finite")),
+    (("[[constraints]]", "[hypervolume]\nspeedup = nan\n\n[[constraints]]"), ("hypervolume.speedup", "finite")),
+    (('[hardware]\ndataflow = "ws"', '[hardware]\ndataflow = "ws"\nrows = 9223372036854775808'),
+     ("hardware.rows", "at most")),
+    (('[hardware]\ndataflow = "ws"', '[hardware]\ndataflow = "ws"\nrows = 1e30'), ("hardware.rows", "at most")),
+    (("rows = [8, 16, 32]", "rows = [8, 16, 99999999999999999999]"), ("space.hardware.rows[2]", "at most")),
+    (("batch = 64", "batch = 1000000000000"), ("workload.batch", "at most")),
+    (("seed = 3", "seed = 4294967296"), ("study.seed", "at most")),
+    (('name = "tiny"', 'name = "../elsewhere"'), ("study.name", "not a name")),
+    (('name = "tiny"', 'name = "a/b"'), ("study.name", "not a name")),
+])
+def test_bad_values_are_named(tmp_path, edit, needles):
+    assert edit[0] in FAST_STUDY
+    f = _study(tmp_path, FAST_STUDY.replace(edit[0], edit[1], 1))
+    code, err = dse_inproc("status", f)
+    assert code == 2
+    line = one_error_line(err)
+    assert all(n in line for n in needles), line
+    assert not (tmp_path.parent / "elsewhere.db").exists()
+
+
+@pytest.mark.parametrize("args, needles", [
+    (("layer", "--gemm", 1, 1, 1, "--rows", 2**63), ("--rows", "at most")),
+    (("layer", "--gemm", 10**20, 1, 1), ("--gemm", "at most")),
+    (("layer", "--conv", 4096, 4096, 65536, 8, 3, 3), ("--conv", "at most")),
+    (("models", "resnet18", "--ops", "--batch", 10**12), ("--batch", "at most")),
+])
+def test_huge_command_line_numbers_are_named(args, needles):
+    code, err = dse_inproc(*args)
+    assert code == 2
+    line = one_error_line(err)
+    assert all(n in line for n in needles), line
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    f = tmp_path / "tiny.toml"
+    f.write_bytes(b"\xef\xbb\xbf" + FAST_STUDY.encode())
+    assert load_study(f).name == "tiny"
+
+
+def test_a_seed_near_2_to_the_32_resumes(tmp_path):
+    f = _study(tmp_path, FAST_STUDY.replace("seed = 3", f"seed = {2**32 - 1}"))
+    spec = load_study(f)
+    assert run(spec, trials=1)["finished"] == 1
+    assert run(spec, trials=2)["finished"] == 2  # the resumed sampler's seed is derived modulo 2**32
+
+
+# == names and secrets ==================================================================================
+@pytest.mark.parametrize("password", ["Qx7@Zk9", "Qx7/Zk9:Wv3?Ty5#Rb2@Pm4", "Qx7 Zk9", "Qx7%zzZk9@Wv3",
+                                      "Qx7%40Zk9@Wv3"])
+def test_a_password_with_any_character_is_never_printed(tmp_path, password):
+    f = _study(tmp_path)
+    r = dse("status", "--storage", f"postgresql://dse:{password}@127.0.0.1:1/dse", f)
+    assert r.returncode == 2
+    out = r.stdout + r.stderr  # the driver's own message included
+    pieces = [password] + [p for p in re.split(r"[@/:?# %]", password) if len(p) >= 3]
+    assert not [p for p in pieces if p in out], out
+    assert "127.0.0.1" in out
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://dse:pa@ss@db.example/dse", "postgresql://dse:***@db.example/dse"),
+    ("postgresql://dse:a/b:c@db.example:5432/dse", "postgresql://dse:***@db.example:5432/dse"),
+    ("postgresql://dse:sp ace@db.example/dse", "postgresql://dse:***@db.example/dse"),
+    ("postgresql://db.example/dse?user=dse&password=p@ss", "postgresql://db.example/dse?user=dse&password=***"),
+])
+def test_mask_url_parses_the_user_information(url, shown):
+    from dse.storage import mask_url
+
+    assert mask_url(url) == shown
+    assert mask_url(f"storage {url} cannot be used", url) == f"storage {shown} cannot be used"
+
+
+def test_a_raw_at_in_a_password_reaches_the_driver_whole():
+    from sqlalchemy.engine import make_url
+
+    from dse.storage import normalize_url
+
+    u = make_url(normalize_url("postgresql://dse:pa@ss/w@db.example:5432/dse"))
+    assert (u.username, u.password, u.host, u.port, u.database) == ("dse", "pa@ss/w", "db.example", 5432, "dse")
+    assert normalize_url("postgresql://dse:pa%40ss@db/dse") == "postgresql://dse:pa%40ss@db/dse"  # encoded
+
+
+# == read-only ==========================================================================================
+@contextlib.contextmanager
+def _read_only(src: Path, dst: Path):
+    """``dst``: a read-only view of ``src`` (a read-only bind mount as root; file modes otherwise)."""
+    dst.mkdir()
+    if os.geteuid() == 0:
+        r = subprocess.run(["mount", "--bind", str(src), str(dst)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot bind-mount here: {r.stderr.strip()}")
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(dst)], check=True, capture_output=True)
+            yield dst
+        finally:
+            subprocess.run(["umount", "-l", str(dst)], capture_output=True)
+    else:
+        dst.rmdir()
+        shutil.copytree(src, dst)
+        for p in [dst, *dst.iterdir()]:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        try:
+            yield dst
+        finally:
+            dst.chmod(0o755)
+
+
+def test_status_pareto_export_read_a_study_on_a_read_only_file_system(tmp_path):
+    f = _study(tmp_path / "study")
+    r = dse("run", f, "-q", "--trials", 3)
+    assert r.returncode == 0, r.stderr
+    with _read_only(tmp_path / "study", tmp_path / "ro") as ro:
+        before = sorted(os.listdir(ro))
+        s = dse("status", ro / "tiny.toml", "--json")
+        assert s.returncode == 0, s.stderr
+        assert json.loads(s.stdout)["trials"]["complete"] == 3
+        p = dse("pareto", ro / "tiny.toml", "--format", "json")
+        assert p.returncode == 0 and json.loads(p.stdout), p.stderr
+        assert sorted(os.listdir(ro)) == before
+        w = dse("run", ro / "tiny.toml", "-q", "--trials", 4)  # writing there is refused, naming why
+        assert w.returncode == 2
+        line = one_error_line(w.stderr)
+        assert "read-only" in line or "permission" in line
