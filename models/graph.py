@@ -270,19 +270,20 @@ class Net:
     def softmax(self, x: Tensor, *, name: str | None = None) -> Tensor:
         return self._vector(x, "softmax", x, name=name)
 
-    def pool(self, x: Tensor, kernel: int, stride: int | None = None, padding: int = 0, *,
-             ceil_mode: bool = False, name: str | None = None) -> Tensor:
-        """Max or average pooling over k x k windows."""
-        stride = kernel if stride is None else stride
+    def pool(self, x: Tensor, kernel: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+             padding: int = 0, *, ceil_mode: bool = False, name: str | None = None) -> Tensor:
+        """Max or average pooling over kh x kw windows (``kernel`` an int for square ones)."""
+        kh, kw = _pair(kernel)
+        sh, sw = (kh, kw) if stride is None else _pair(stride)
         if ceil_mode:
-            p = -(-(x.h + 2 * padding - kernel) // stride) + 1
-            q = -(-(x.w + 2 * padding - kernel) // stride) + 1
+            p = -(-(x.h + 2 * padding - kh) // sh) + 1
+            q = -(-(x.w + 2 * padding - kw) // sw) + 1
             # the last window must start inside the input or its left padding (PyTorch's rule)
-            p -= (p - 1) * stride >= x.h + padding
-            q -= (q - 1) * stride >= x.w + padding
+            p -= (p - 1) * sh >= x.h + padding
+            q -= (q - 1) * sw >= x.w + padding
         else:
-            p = _conv_out(x.h, kernel, stride, padding, 1)
-            q = _conv_out(x.w, kernel, stride, padding, 1)
+            p = _conv_out(x.h, kh, sh, padding, 1)
+            q = _conv_out(x.w, kw, sw, padding, 1)
         return self._vector(x, "pool", Tensor(x.c, p, q), name=name)
 
     def global_pool(self, x: Tensor, *, name: str | None = None) -> Tensor:

@@ -30,14 +30,16 @@ Schemes (names as in ``SurrogateConfig.scheme``; the semantics are the surrogate
 * ``efb`` -- error feedback: after the whole forward, the output error ``e = softmax - onehot`` is mapped to
   each hidden layer's output gradient by a rank-``r`` factored map ``B_l = U_l V_l`` (GEMMs ``e U_l`` and
   ``(e U_l) V_l``), masked by the activation's derivative, then the layer's own weight-gradient GEMM; no
-  input-gradient GEMMs; BP's activation stash is kept (the feedback needs the output first). On BP steps
-  ``B_l`` is refit by ridge least squares on decayed statistics: ``E^T E`` and ``E^T dH_l`` accumulated,
-  ``B_l = (S_ee + a I)^-1 S_eh`` and its rank-``r`` truncation through the ``n x n`` Gram matrix
-  ``B_l B_l^T`` (its eigenvectors give ``U_l``, then ``V_l = U_l^T B_l``).
+  input-gradient GEMMs; BP's activation stash is kept (the feedback needs the output first). After every
+  BP step ``B_l`` is refit (the surrogate's reduced-rank ridge regression): the decayed statistics
+  ``S_ee = E^T E`` and ``S_eh = E^T dH_l`` accumulated; ``S_ee + a I = C C^T`` (about ``n^3``),
+  ``M = C^-1 S_eh`` (``n x n x |h|``), the top-``r`` eigenvectors ``W_r`` of the Gram matrix ``M M^T``
+  (``n x |h| x n``, then about ``n^3``), ``U_l = C^-T W_r`` and ``V_l = W_r^T M`` (``r x n x |h|``). Its
+  cost grows as ``n^2 |h|`` per layer and BP step, its state as ``n |h|``.
 * ``local`` -- a local classifier per hidden layer: the layer's output average-pooled to ``local_width``
   positions per spatial dimension, a linear head to ``n``, a softmax loss on the labels; in a GP step the
   head's backward gives the layer's output gradient (unpooled, masked), then the layer's weight-gradient
-  GEMM right after its forward; the head trains (Adam) on every step; no stash.
+  GEMM right after its forward; the head trains (SGD with momentum) on every step; no stash.
 * ``dni`` -- conditional synthetic gradients: per hidden layer a linear module maps the layer's flattened
   output and the one-hot label to its output gradient (``dense``, the surrogate's module), or, as a what-if
   for large maps, a convolution of ``kernel`` x ``kernel`` over the output and ``n`` label planes; then the
@@ -70,8 +72,10 @@ from models.predictor import PredictorShape, predicted_layers, predictor_ops, pr
 __all__ = ["SchemePlan", "SCHEMES", "scheme_plan", "scheme_names", "output_layer", "hidden_layers",
            "efb_ops", "local_ops", "dni_ops", "EFBShape", "LocalShape", "DNIShape"]
 
-#: predictor-like parameters train with Adam: weight (r+w), gradient (r), two moments (r+w each)
+#: ADA-GP's predictor and DNI's modules train with Adam: weight (r+w), gradient (r), two moments (r+w each)
 _ADAM_ELEMS_PER_PARAM = 3 + 2 * 2
+#: local heads train with SGD and momentum, as the network (the surrogate's choice): one momentum buffer
+_SGD_MOMENTUM_ELEMS_PER_PARAM = 3 + 2
 #: a softmax cross-entropy (or its gradient) reads the logits and the label and writes its result
 _LOSS_ELEMS_PER_VALUE = 3
 #: an element-wise product with the activation's derivative: read the gradient and the mask, write
@@ -183,17 +187,18 @@ def efb_ops(net: Net, batch: int, shape: EFBShape, *, train: bool, true_output_g
                 rows.append((i, "pred_loss", 0, 0, 0, 0, 2 * m * d, 0))
             rows.append((i, "pred_wgrad", ne, m, d, 1, 0, 0))  # E^T dH_l
             rows.append((i, "pred_update", 0, 0, 0, 0, 2 * ne * d, 0))  # S_eh <- decay S_eh + E^T dH_l
-            rows.append((i, "pred_wgrad", ne, ne, d, 1, 0, 0))  # B_l = (S_ee + a I)^-1 S_eh
-            rows.append((i, "pred_wgrad", ne, d, ne, 1, 0, 0))  # Gram B_l B_l^T
+            rows.append((i, "pred_wgrad", ne, ne, d, 1, 0, 0))  # M = C^-1 S_eh
+            rows.append((i, "pred_wgrad", ne, d, ne, 1, 0, 0))  # Gram M M^T
             rows.append((i, "pred_wgrad", ne, ne, ne, 1, 0, 0))  # its eigenvectors (about n^3)
-            rows.append((i, "pred_wgrad", r, ne, d, 1, 0, 0))  # V_l = U_l^T B_l
+            rows.append((i, "pred_wgrad", ne, ne, r, 1, 0, 0))  # U_l = C^-T W_r
+            rows.append((i, "pred_wgrad", r, ne, d, 1, 0, 0))  # V_l = W_r^T M
             rows.append((i, "pred_update", 0, 0, 0, 0, 2 * (ne * r + r * d), 0))  # write U_l, V_l
     for m, ne in sorted(grams):
         state += ne * ne
         rows.append((-1, "pred_vec", 0, 0, 0, 0, _LOSS_ELEMS_PER_VALUE * m * ne, 0))  # e = softmax - onehot
         if train:
             rows.append((-1, "pred_wgrad", ne, m, ne, 1, 0, 0))  # E^T E
-            rows.append((-1, "pred_wgrad", ne, ne, ne, 1, 0, 0))  # (S_ee + a I)^-1 (about n^3)
+            rows.append((-1, "pred_wgrad", ne, ne, ne, 1, 0, 0))  # Cholesky of S_ee + a I (about n^3)
             rows.append((-1, "pred_update", 0, 0, 0, 0, 2 * ne * ne, 0))
     return _ops(net, batch, word_bytes, rows), params, state
 
@@ -225,7 +230,7 @@ def _efb(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
 class LocalShape:
     """A local classifier's size: pooled positions per spatial dimension of the layer's output."""
 
-    width: int = 2
+    width: int = 4
 
     def __post_init__(self) -> None:
         _check_size("local_width", self.width, 1, "a positive integer")
@@ -258,7 +263,7 @@ def local_ops(net: Net, batch: int, shape: LocalShape, *, train: bool, true_outp
             rows.append((i, "pred_vec", 0, 0, 0, 0, _MASK_ELEMS_PER_VALUE * out, 0))  # * relu'
             if train:  # cosine against the true output gradient
                 rows.append((i, "pred_loss", 0, 0, 0, 0, 2 * out, 0))
-        rows.append((i, "pred_update", 0, 0, 0, 0, (f * n + n) * _ADAM_ELEMS_PER_PARAM, 0))
+        rows.append((i, "pred_update", 0, 0, 0, 0, (f * n + n) * _SGD_MOMENTUM_ELEMS_PER_PARAM, 0))
     return _ops(net, batch, word_bytes, rows), params, 0
 
 

@@ -91,3 +91,28 @@ def test_bad_sizes(bad):
 def test_unknown_scheme_names_the_known_ones():
     with pytest.raises(ValueError, match="efb"):
         scheme_plan(knobs("bogus"), build("resnet18"), BATCH)
+
+
+@pytest.mark.parametrize("network", ["cnn", "cnn_pool", "mlp"])
+def test_surrogate_networks_as_workloads_match_the_trained_ones(network):
+    from models.surrogate.nets import build_network
+    from models.surrogate.workload import surrogate_net
+
+    g = surrogate_net(network, 25, "mnist1d")
+    trained = build_network(network, 25, 40, 10, np.random.default_rng(0))
+    assert g.params == trained.n_params()
+    # the same output sizes per layer with weights (what the schemes' ops scale with)
+    x = np.zeros((1, 40, 1), np.float32)
+    sizes = []
+    for layer in trained.layers:
+        x = layer.forward(x)
+        if layer.has_params:
+            sizes.append(x[0].size)
+    assert [math.prod(g.layers[i].out) for i in predicted_layers(g)] == sizes
+
+
+def test_dni_on_the_surrogate_network_has_the_surrogates_module_size():
+    from models.surrogate.workload import surrogate_net
+
+    # three hidden conv layers of 25 x 20, 25 x 10, 25 x 5 outputs: (d + 10) x d weights + d biases each
+    assert scheme_plan(knobs("dni"), surrogate_net(), 32).params == 337750
