@@ -173,7 +173,9 @@ def test_scheme_gp_steps_order_by_their_work(name):
     than ADA-GP's (forward and a small predictor), less than a BP step; the controls cost the forward."""
     net = build(name)
     ops = net.training_ops(BATCH)
-    s = {k: step_costs(ops, plan=_plan(net, k), hw=HW) for k in ("adagp", "efb", "local", "null", "truncated")}
+    # (local heads of 4 x 4 pooled positions to 1000 classes cost more than BP on some ImageNet models)
+    s = {k: step_costs(ops, plan=_plan(net, k, local_width=1), hw=HW)
+         for k in ("adagp", "efb", "local", "null", "truncated")}
     bp = s["null"].bp.time_s
     assert s["null"].scheme_gp.time_s < s["adagp"].scheme_gp.time_s < s["efb"].scheme_gp.time_s < bp
     assert s["adagp"].scheme_gp.time_s < s["local"].scheme_gp.time_s < bp
