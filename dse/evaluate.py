@@ -211,6 +211,7 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             "dram_gb_per_step_bp": steps.bp.dram_bytes / 1e9,
             "dram_gb_per_step_gp": steps.scheme_gp.dram_bytes / 1e9,
             "predictor_params": plan.params if plan is not None else 0,
+            "predictor_state": plan.state if plan is not None else 0,
             "predictor_macs_gp_step": int(plan.gp.macs.sum()) if plan is not None else 0,
             "predictor_macs_bp_step": int(plan.train.macs.sum()) if plan is not None else 0,
             **{f"energy_j_{k}": float(job.energy_j[k]) for k in ENERGY_KEYS},

@@ -1,4 +1,5 @@
-"""Gradient schemes as workloads: every scheme lowers for every zoo model, with the ops its semantics say."""
+"""Gradient schemes as workloads (models.schemes): every scheme lowers for every zoo model, with the ops its
+semantics say (the surrogate's schemes, models.surrogate.schemes, have their own tests)."""
 
 from __future__ import annotations
 
