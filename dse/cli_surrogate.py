@@ -41,7 +41,10 @@ def surrogate(
         "Without it: the committed default ADA-GP setting (studies/surrogate-default.toml).",
         show_default=False,
     ),
-    seeds: int = typer.Option(3, "--seeds", help="Number of paired seeds (0..N-1) to train and average.", min=1),
+    seeds: int = typer.Option(3, "--seeds", help="Number of paired seeds (S..S+N-1) to train and average.", min=1),
+    first_seed: int = typer.Option(
+        0, "--first-seed", help="First seed S (seeds S..S+N-1), e.g. to check on seeds nobody tuned on.", min=0
+    ),
     json_out: bool = typer.Option(
         False,
         "--json",
@@ -49,17 +52,22 @@ def surrogate(
         "instead of tables.",
     ),
 ) -> None:
-    """Train the surrogate (scheme, its plain-BP reference and the null control, on paired seeds) and
-    print accuracy, accuracy drop, predictor gain, GP fraction and the phase timeline.
+    """Train the surrogate (scheme, its plain-BP reference and its three controls -- null, null_momentum,
+    truncated -- on paired seeds) and print accuracy, accuracy drop, the gains over each control, GP
+    fraction, the prediction's quality and the phase timeline.
 
     Results are cached by their knobs under $DSE_CACHE_DIR (default ~/.cache/dse)."""
     cfg = load_config(config)
     if seeds < 1:
         raise UsageError(f"--seeds: an integer >= 1 (got {seeds})")
+    if first_seed < 0:
+        raise UsageError(f"--first-seed: an integer >= 0 (got {first_seed})")
     from models.surrogate import evaluate
+    from models.surrogate.evaluate import CONTROLS, GAIN_KEYS, runs_per_seed
 
+    seed_list = range(first_seed, first_seed + seeds)
     if json_out:
-        res = evaluate(cfg, seeds=range(seeds))
+        res = evaluate(cfg, seeds=seed_list)
         sys.stdout.write(json.dumps(res.to_dict(), indent=2) + "\n")
         return
 
@@ -72,40 +80,45 @@ def surrogate(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=console, transient=True,
     ) as progress:
-        task = progress.add_task("training", total=3 * seeds)
+        task = progress.add_task("training", total=runs_per_seed(cfg) * seeds)
 
         def tick(done, total, label):
             progress.update(task, completed=done, description=label)
 
-        res = evaluate(cfg, seeds=range(seeds), progress=tick)
+        res = evaluate(cfg, seeds=seed_list, progress=tick)
     d = res.to_dict()
 
     summary = Table(title=f"surrogate: {cfg.scheme} on {cfg.task} ({cfg.network}, {cfg.epochs} epochs), "
-                          f"seeds 0..{seeds - 1}" + (" [cached]" if d["cached"] else ""))
+                          f"seeds {seed_list[0]}..{seed_list[-1]}" + (" [cached]" if d["cached"] else ""))
     for col in ("metric", "mean", "std (over seeds)"):
         summary.add_column(col, justify="right" if col != "metric" else "left")
-    rows = [
-        ("accuracy (%)", d["accuracy"], d["accuracy_std"]),
-        ("accuracy_bp (%)", d["accuracy_bp"], d["accuracy_bp_std"]),
-        ("accuracy_null (%)", d["accuracy_null"], d["accuracy_null_std"]),
-        ("accuracy_drop (points)", d["accuracy_drop"], d["accuracy_drop_std"]),
-        ("predictor_gain (points)", d["predictor_gain"], d["predictor_gain_std"]),
-        ("gp_fraction (0-1)", d["gp_fraction"], d["gp_fraction_std"]),
-    ]
+    rows = [("accuracy (%)", d["accuracy"], d["accuracy_std"]),
+            ("accuracy_bp (%)", d["accuracy_bp"], d["accuracy_bp_std"])]
+    rows += [(f"accuracy_{c} (%)", d[f"accuracy_{c}"], d[f"accuracy_{c}_std"]) for c in CONTROLS]
+    rows += [("accuracy_drop (points)", d["accuracy_drop"], d["accuracy_drop_std"])]
+    rows += [(f"{GAIN_KEYS[c]} (points)", d[GAIN_KEYS[c]], d[f"{GAIN_KEYS[c]}_std"]) for c in CONTROLS]
+    rows += [("gp_fraction (0-1)", d["gp_fraction"], d["gp_fraction_std"])]
     for name, m, s in rows:
         spec = ".3f" if "fraction" in name else ".2f"
         summary.add_row(name, format(m, spec), format(s, spec))
-    summary.add_row("predictor cos / relerr", f"{_fmt(d['cos'], '.3f')} / {_fmt(d['relerr'], '.3f')}", "")
+    summary.add_row("prediction cos / relerr (minibatch gradient)",
+                    f"{_fmt(d['cos'], '.3f')} / {_fmt(d['relerr'], '.3f')}", "")
+    summary.add_row("cos with the large-batch gradient (prediction / minibatch gradient)",
+                    f"{_fmt(d['cos_large'], '.3f')} / {_fmt(d['cos_large_bp'], '.3f')}", "")
+    summary.add_row("one-step loss decrease on the probe subset (prediction / minibatch gradient)",
+                    f"{_fmt(d['loss_decrease'], '.2e')} / {_fmt(d['loss_decrease_bp'], '.2e')}", "")
     summary.add_row("predictor params", str(d["predictor_params"]), "")
     summary.add_row("training time of the runs (s, as recorded)", f"{d['compute_s']:.2f}", "")
     console.print(summary)
 
     tl = Table(title=f"phase timeline, seed {d['seeds'][0]} (warm-up {d['warmup_steps']} of {d['steps']} steps)")
-    for col in ("epoch", "GP steps", "post-warm-up", "cos", "relerr", "loss", "test acc (%)"):
+    for col in ("epoch", "GP steps", "post-warm-up", "cos", "relerr", "cos large", "loss decr.", "loss",
+                "test acc (%)"):
         tl.add_column(col, justify="right")
     for e in d["timeline"]:
         tl.add_row(str(e["epoch"]), str(e["gp_steps"]), str(e["post_warmup_steps"]), _fmt(e["cos"], ".3f"),
-                   _fmt(e["relerr"], ".3f"), _fmt(e["loss"], ".3f"), _fmt(e["test_accuracy"]))
+                   _fmt(e["relerr"], ".3f"), _fmt(e.get("cos_large"), ".3f"), _fmt(e.get("loss_decrease"), ".2e"),
+                   _fmt(e["loss"], ".3f"), _fmt(e["test_accuracy"]))
     console.print(tl)
     phases = d["per_seed"][0]["phases"]
     lens = [n for k, n in phases if k == "gp"]

@@ -1,10 +1,12 @@
-"""Lightweight training surrogate: real numpy training with BP, ADA-GP, DNI and the null control.
+"""Lightweight training surrogate: real numpy training with BP and the gradient schemes of
+:mod:`models.surrogate.schemes` (adagp, efb, local, dni), each against the null, null-momentum and
+truncated controls.
 
 Public surface::
 
     from models.surrogate import SurrogateConfig, evaluate
     res = evaluate(SurrogateConfig(), seeds=(0, 1, 2))
-    res.to_dict()["predictor_gain"]
+    res.to_dict()["predictor_gain"], res.to_dict()["gain_vs_truncated"]
 
 Numpy only (no torch, no Optuna). See ``docs/surrogate.md``.
 """

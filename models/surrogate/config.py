@@ -13,11 +13,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["SurrogateConfig", "TASKS", "NETWORKS", "SCHEMES", "load_training_table"]
+__all__ = ["SurrogateConfig", "TASKS", "TASK_CLASSES", "NETWORKS", "SCHEMES", "load_training_table"]
 
 TASKS = ("mnist1d", "digits")
 NETWORKS = ("cnn", "cnn_pool", "mlp")
-SCHEMES = ("adagp", "null", "dni", "bp")
+#: the configurable gradient schemes (``models.surrogate.schemes`` registers each); the last four are the
+#: reference (plain BP) and the controls, each as the control of ADA-GP's run with the same knobs
+SCHEMES = ("adagp", "efb", "local", "dni", "bp", "null", "null_momentum", "truncated")
+#: classes of each task (``efb_rank`` is at most this)
+TASK_CLASSES = {"mnist1d": 10, "digits": 10}
 PRED_FEATURES = ("level", "deviation", "both")
 PRED_OUTPUTS = ("row", "factored")
 
@@ -64,6 +68,10 @@ RULES: dict[str, tuple] = {
     "pred_features": _choice(*PRED_FEATURES),
     "pred_output": _choice(*PRED_OUTPUTS),
     "pred_steps": _int(1, 16),
+    # error feedback (efb) and local classifiers (local)
+    "efb_rank": _int(1, 64),
+    "efb_decay": _float(0.0, 1.0, hi_open=True),
+    "local_width": _int(1, 64),
     # schedule
     "warmup": _float(0.0, 1.0, hi_open=True),
     "adaptive": _BOOL,
@@ -131,9 +139,14 @@ class SurrogateConfig:
     ``batch_size``, ``lr`` and ``momentum`` of SGD with momentum; ``lr_decay``: cosine decay of the learning
     rate to zero over the run (it makes the final test accuracy far less noisy than a constant rate).
 
-    Scheme: ``"adagp"`` (predicted weight gradients in GP phases), ``"dni"`` (DNI-style synthetic gradients
-    dL/dh from h and the label in GP phases), ``"null"`` (the ADA-GP schedule with the prediction forced to
-    zero: predicted layers skip GP steps), ``"bp"`` (plain backprop). ``true_output_grad``: in GP steps the
+    Scheme (``models.surrogate.schemes``): ``"adagp"`` (predicted weight gradients in GP phases),
+    ``"efb"`` (error feedback: each layer's output gradient from the output error through a learned low-rank
+    map, ``dW`` from the layer's own input), ``"local"`` (a local auxiliary classifier per layer; the layer
+    updates from its local loss), ``"dni"`` (DNI-style synthetic gradients dL/dh from h and the label in GP
+    phases), ``"bp"`` (plain backprop); the controls of ADA-GP's schedule ``"null"`` (predicted layers skip GP
+    steps), ``"null_momentum"`` (a zero gradient, the momentum step taken), ``"truncated"`` (only the layer
+    below the classifier gets its exact gradient). Every scheme is reported against all three controls.
+    ``true_output_grad``: in GP steps the
     classifier layer updates with its true gradient (one outer product from the loss, no backward pass);
     otherwise it is predicted like the others. ``agent``: blend the predicted gradient with the layer's last
     true gradient, weighted by a damped estimate of the correlation of successive true gradients.
@@ -146,6 +159,10 @@ class SurrogateConfig:
     running RMS; ``"both"``), ``pred_output`` (``"row"``: the full gradient row; ``"factored"``: one
     coefficient per channel times the layer's batch-mean input patch, then 1 for the bias) and
     ``pred_steps`` (Adam steps per BP batch).
+
+    Error feedback: ``efb_rank`` (1 to the number of classes) the rank of each layer's feedback map,
+    ``efb_decay`` the per-BP-batch decay of the statistics it is refit from. Local classifiers:
+    ``local_width`` the number of pooled positions of each head's input (at most the layer's own).
 
     Schedule: ``warmup`` fraction of all steps in plain BP; then BP phases of ``bp_phase`` steps alternate
     with GP phases. ``adaptive``: after each BP phase the GP-phase length doubles if the predictor's mean
@@ -174,6 +191,9 @@ class SurrogateConfig:
     pred_features: str = "level"
     pred_output: str = "row"
     pred_steps: int = 1
+    efb_rank: int = 10
+    efb_decay: float = 0.9
+    local_width: int = 4
     warmup: float = 0.1
     adaptive: bool = False
     gp_fraction: float = 0.2
@@ -187,6 +207,9 @@ class SurrogateConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             object.__setattr__(self, f.name, _check(f.name, getattr(self, f.name)))
+        classes = TASK_CLASSES[self.task]
+        if self.efb_rank > classes:
+            raise ValueError(f"efb_rank: an integer from 1 to the task's {classes} classes (got {self.efb_rank})")
         if self.gp_phase_min > self.gp_phase_max:
             raise ValueError(
                 f"gp_phase_min: at most gp_phase_max ({self.gp_phase_max}) (got {self.gp_phase_min})"

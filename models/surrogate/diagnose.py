@@ -31,9 +31,9 @@ import numpy as np
 
 from models.surrogate.config import SurrogateConfig
 from models.surrogate.layers import softmax_cross_entropy
-from models.surrogate.nets import build_network
-from models.surrogate.predictors import AdaGPPredictor, grad_matrix
+from models.surrogate.predictors import grad_matrix
 from models.surrogate.tasks import load_task
+from models.surrogate.train import train_run
 
 __all__ = ["measure", "main"]
 
@@ -60,107 +60,89 @@ def _ridge(X, Y, lam=1e-2):
 
 
 def _run(seed: int, every: int) -> list[dict[Any, float]]:
-    cfg = SurrogateConfig()
+    """Plain BP with the default ADA-GP predictor learning alongside: ``train_run`` of ``adagp`` at GP
+    fraction 0 (every step BP), measured by its observer hook at the weights of each BP step."""
+    cfg = SurrogateConfig(gp_fraction=0.0)
     task = load_task(cfg.task)
-    net = build_network(cfg.network, cfg.width, task.length, task.n_classes, np.random.default_rng(seed))
-    order = np.random.default_rng([seed, 1])
     other = np.random.default_rng([seed, 3])
-    players = net.param_layers
-    layers = players[:-1]
-    L = len(layers)
-    pred = AdaGPPredictor([l.fan_in + 1 for l in layers], cfg, np.random.default_rng([seed, 2]))
-    vel = [(np.zeros_like(l.W), np.zeros_like(l.b)) for l in players]
     n = len(task.x)
-    bs = min(cfg.batch_size, n)
-    spe = n // bs
-    total = cfg.epochs * spe
+    total = cfg.epochs * (n // min(cfg.batch_size, n))
     warm = int(round(cfg.warmup * total))
     hist: list[tuple] = []
-    ema9: list = [None] * L
-    ema99: list = [None] * L
-    fmean: list = [None] * L
+    ema9: list = []
+    ema99: list = []
+    fmean: list = []
+    pools: dict[tuple, np.ndarray] = {}
     rec = []
-    t = 0
-    for _ in range(cfg.epochs):
-        perm = order.permutation(n)
-        for i in range(spe):
-            idx = perm[i * bs : (i + 1) * bs]
-            lr = np.float32(cfg.lr * 0.5 * (1 + np.cos(np.pi * t / total)))
-            measure = t >= warm and t % every == 0 and len(hist) >= _WINDOW
-            if measure:
-                gfull = _grads(net, task.x, task.y, layers)
-                oidx = other.choice(n, bs, replace=False)
-                gind = _grads(net, task.x[oidx], task.y[oidx], layers)
-            _, d = softmax_cross_entropy(net.forward(task.x[idx]), task.y[idx])
-            net.backward(d)
-            tg = [(l.dW.copy(), l.db.copy()) for l in players]
-            trues = [grad_matrix(*tg[j]).astype(np.float64) for j in range(L)]
-            p = pred.bp_step([l.out for l in layers], [g.astype(np.float32) for g in trues])
-            lvl, dev, xbar = [], [], []
-            for j, l in enumerate(layers):
-                a = l.out.mean(axis=0)
-                pm = pred._pool[a.shape[0]]
-                raw = (pm.T @ a).T.astype(np.float64)
-                lvl.append(raw / (np.sqrt(np.mean(raw * raw)) + 1e-8))
-                fmean[j] = raw if fmean[j] is None else 0.95 * fmean[j] + 0.05 * raw
-                dv = raw - fmean[j]
-                dev.append(dv / (np.sqrt(np.mean(dv * dv)) + 1e-12))
-                xbar.append(np.concatenate([l._cache[1].mean(axis=0), [1.0]]).astype(np.float64))
-            if measure:
-                r: dict[Any, float] = {"t": t}
-                for k in range(1, 11):
-                    r[("lag", k)] = float(np.mean([_cos(hist[-k][0][j], trues[j]) for j in range(L)]))
-                for j in range(L):
-                    g, gf = trues[j], gfull[j]
-                    est = {
-                        "predictor": p[j],
-                        "last 1": hist[-1][0][j],
-                        "last 2": hist[-2][0][j],
-                        "last 5": hist[-5][0][j],
-                        "ema 0.9": ema9[j],
-                        "ema 0.99": ema99[j],
-                        "independent batch": gind[j],
-                        "full batch": gf,
-                    }
-                    for fname, fi, cur in (("level", 1, lvl[j]), ("deviation", 2, dev[j])):
-                        X = np.concatenate([h[fi][j] for h in hist])
-                        Y = np.concatenate([h[0][j] / np.linalg.norm(h[0][j]) for h in hist])
-                        est[f"ridge, {fname} input"] = cur @ _ridge(X, Y)
-                    u = xbar[j]
-                    est["rank-1, optimal coefficients"] = None
-                    for name, e in est.items():
-                        if e is None:
-                            continue
-                        r[(name, "b", j)] = _cos(e, g)
-                        r[(name, "f", j)] = _cos(e, gf)
-                    for nm, tgt in (("b", g), ("f", gf)):
-                        r[("rank-1, optimal coefficients", nm, j)] = _cos(np.outer(tgt @ u / (u @ u), u), tgt)
-                    W = np.linalg.lstsq(lvl[j], gf, rcond=None)[0]
-                    r[("in-sample LS, level input", "f", j)] = _cos(lvl[j] @ W, gf)
-                rec.append(r)
-            hist.append((trues, lvl, dev))
-            del hist[:-_WINDOW]
+
+    def observe(step, p):
+        t, net, layers = step.t, step.net, step.layers
+        L = len(layers)
+        if not ema9:
+            ema9.extend([None] * L)
+            ema99.extend([None] * L)
+            fmean.extend([None] * L)
+        measure = t >= warm and t % every == 0 and len(hist) >= _WINDOW
+        trues = [g.astype(np.float64) for g in step.trues]
+        lvl, dev, xbar = [], [], []
+        for j, l in enumerate(layers):
+            a = l.out.mean(axis=0)
+            spatial = a.shape[:-1]
+            pm = pools.get(spatial)
+            if pm is None:
+                pm = pools[spatial] = net.pooling(spatial, cfg.pred_input)
+            raw = (pm.T @ a.reshape(-1, a.shape[-1])).T.astype(np.float64)
+            lvl.append(raw / (np.sqrt(np.mean(raw * raw)) + 1e-8))
+            fmean[j] = raw if fmean[j] is None else 0.95 * fmean[j] + 0.05 * raw
+            dv = raw - fmean[j]
+            dev.append(dv / (np.sqrt(np.mean(dv * dv)) + 1e-12))
+            xbar.append(np.concatenate([l.mean_input(), [1.0]]).astype(np.float64))
+        if measure:  # the network's state is this step's weights: the caches it overwrites are not used again
+            gfull = _grads(net, task.x, task.y, layers)
+            oidx = other.choice(n, step.y.shape[0], replace=False)
+            gind = _grads(net, task.x[oidx], task.y[oidx], layers)
+            r: dict[Any, float] = {"t": t}
+            for k in range(1, 11):
+                r[("lag", k)] = float(np.mean([_cos(hist[-k][0][j], trues[j]) for j in range(L)]))
             for j in range(L):
-                ema9[j] = trues[j] if ema9[j] is None else 0.9 * ema9[j] + 0.1 * trues[j]
-                ema99[j] = trues[j] if ema99[j] is None else 0.99 * ema99[j] + 0.01 * trues[j]
-            for l, (dW, db), (vw, vb) in zip(players, tg, vel):
-                vw *= cfg.momentum
-                vw += dW
-                l.W -= lr * vw
-                vb *= cfg.momentum
-                vb += db
-                l.b -= lr * vb
-            t += 1
+                g, gf = trues[j], gfull[j]
+                est = {
+                    "predictor": p[j],
+                    "last 1": hist[-1][0][j],
+                    "last 2": hist[-2][0][j],
+                    "last 5": hist[-5][0][j],
+                    "ema 0.9": ema9[j],
+                    "ema 0.99": ema99[j],
+                    "independent batch": gind[j],
+                    "full batch": gf,
+                }
+                for fname, fi, cur in (("level", 1, lvl[j]), ("deviation", 2, dev[j])):
+                    X = np.concatenate([h[fi][j] for h in hist])
+                    Y = np.concatenate([h[0][j] / np.linalg.norm(h[0][j]) for h in hist])
+                    est[f"ridge, {fname} input"] = cur @ _ridge(X, Y)
+                for name, e in est.items():
+                    r[(name, "b", j)] = _cos(e, g)
+                    r[(name, "f", j)] = _cos(e, gf)
+                u = xbar[j]
+                for nm, tgt in (("b", g), ("f", gf)):
+                    r[("rank-1, optimal coefficients", nm, j)] = _cos(np.outer(tgt @ u / (u @ u), u), tgt)
+                W = np.linalg.lstsq(lvl[j], gf, rcond=None)[0]
+                r[("in-sample LS, level input", "f", j)] = _cos(lvl[j] @ W, gf)
+            rec.append(r)
+        hist.append((trues, lvl, dev))
+        del hist[:-_WINDOW]
+        for j in range(L):
+            ema9[j] = trues[j] if ema9[j] is None else 0.9 * ema9[j] + 0.1 * trues[j]
+            ema99[j] = trues[j] if ema99[j] is None else 0.99 * ema99[j] + 0.01 * trues[j]
+
+    train_run(cfg, "adagp", seed, observer=observe)
     return rec
 
 
 def measure(seeds: Sequence[int] = (0, 1, 2), every: int = 10) -> dict[str, Any]:
     """Mean cosines over measured steps and seeds: ``{"lag": {k: c}, "rows": {name: {"b": [...], "f": [...]}}}``
     (one value per predicted layer; None where not measured) and ``spread``: per-seed means of each row."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        per_seed = [_run(int(s), every) for s in seeds]
+    per_seed = [_run(int(s), every) for s in seeds]
     recs = [r for rs in per_seed for r in rs]
     names = []
     for r in recs:

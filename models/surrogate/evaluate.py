@@ -1,10 +1,10 @@
 """``evaluate``: the surrogate's answer for one configuration over paired seeds, with its controls, cached.
 
-For each seed three runs share the initialization and the batch order: plain BP (cached by the BP knobs
-only, so every scheme setting reuses it), the configured scheme, and the null control replaying the
-scheme's exact BP/GP step mask. Each run is cached as a small JSON file under
-``cache_dir()/surrogate/v<N>/``, keyed by a hash of its knobs and seed; a cache hit reads three files per
-seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d).
+For each seed five runs share the initialization and the batch order: plain BP (cached by the BP knobs
+only, so every scheme setting reuses it), the configured scheme, and its three controls (``null``,
+``null_momentum``, ``truncated``), each replaying the scheme's exact BP/GP step mask. Each run is cached
+as a small JSON file under ``cache_dir()/surrogate/v<N>/``, keyed by a hash of its knobs and seed; a cache
+hit reads five files per seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d).
 """
 
 from __future__ import annotations
@@ -21,10 +21,19 @@ from typing import Any, Callable, Optional, Sequence
 from models.surrogate.config import SurrogateConfig
 from models.surrogate.tasks import cache_dir, cache_error
 
-__all__ = ["SurrogateResult", "evaluate", "CACHE_VERSION"]
+__all__ = ["SurrogateResult", "evaluate", "CACHE_VERSION", "CONTROLS", "GAIN_KEYS"]
 
-#: Bump when a change to the training code changes results, so that old cache entries are not reused.
-CACHE_VERSION = 2
+#: Bump when a change to the training code changes results or the stored runs' fields, so that old cache
+#: entries are not reused. 3: the controls null_momentum and truncated, the large-batch quality probe.
+CACHE_VERSION = 3
+
+#: the controls every scheme is reported against, in this order (the same names as in
+#: models.surrogate.schemes.CONTROLS; kept here so that a cache hit imports nothing heavy)
+CONTROLS = ("null", "null_momentum", "truncated")
+#: result key of each control's accuracy difference (``predictor_gain`` is the one against ``null``)
+GAIN_KEYS = {"null": "predictor_gain", "null_momentum": "gain_vs_null_momentum", "truncated": "gain_vs_truncated"}
+#: quality figures of the scheme's run (means over post-warm-up BP steps; None for a scheme with no prediction)
+QUALITY_KEYS = ("cos", "relerr", "cos_large", "cos_large_bp", "loss_decrease", "loss_decrease_bp")
 
 
 def _key(kind: str, knobs: dict[str, Any], seed: int) -> str:
@@ -96,7 +105,7 @@ class SurrogateResult:
 
     config: SurrogateConfig
     seeds: tuple[int, ...]
-    runs: tuple[dict[str, Any], ...]  # per seed: {"bp": run, "scheme": run, "null": run}
+    runs: tuple[dict[str, Any], ...]  # per seed: {"bp": run, "scheme": run, "null": run, "null_momentum": ..., "truncated": ...}
     cached: bool = False
     wall_s: float = 0.0  # wall time of this call
     compute_s: float = field(default=0.0)  # summed wall time of the training runs (as stored)
@@ -124,6 +133,10 @@ class SurrogateResult:
     def predictor_gain(self) -> float:
         return self.accuracy - self.accuracy_null
 
+    def gain_vs(self, control: str) -> float:
+        """Mean over seeds of the scheme's accuracy minus the control's (points)."""
+        return self.accuracy - _mean(self._values(control, "accuracy"))
+
     @property
     def gp_fraction(self) -> float:
         return _mean(self._values("scheme", "gp_fraction"))
@@ -131,33 +144,29 @@ class SurrogateResult:
     def to_dict(self) -> dict[str, Any]:
         acc = self._values("scheme", "accuracy")
         bp = self._values("bp", "accuracy")
-        null = self._values("null", "accuracy")
+        ctrl = {c: self._values(c, "accuracy") for c in CONTROLS}
         gp = self._values("scheme", "gp_fraction")
         drop = [b - a for a, b in zip(acc, bp)]
-        gain = [a - n for a, n in zip(acc, null)]
+        gains = {c: [a - n for a, n in zip(acc, ctrl[c])] for c in CONTROLS}
         per_seed = []
         for s, r in zip(self.seeds, self.runs):
             m = r["scheme"]
-            per_seed.append(
-                {
-                    "seed": s,
-                    "accuracy": m["accuracy"],
-                    "accuracy_bp": r["bp"]["accuracy"],
-                    "accuracy_null": r["null"]["accuracy"],
-                    "accuracy_drop": r["bp"]["accuracy"] - m["accuracy"],
-                    "predictor_gain": m["accuracy"] - r["null"]["accuracy"],
-                    "gp_fraction": m["gp_fraction"],
-                    "cos": m["cos"],
-                    "relerr": m["relerr"],
-                    "diverged": m["diverged"],
-                    "phases": m["phases"],
-                    "epochs": m["epochs"],
-                }
-            )
-        cos = [r["scheme"]["cos"] for r in self.runs if r["scheme"]["cos"] is not None]
-        rel = [r["scheme"]["relerr"] for r in self.runs if r["scheme"]["relerr"] is not None]
+            one = {
+                "seed": s,
+                "accuracy": m["accuracy"],
+                "accuracy_bp": r["bp"]["accuracy"],
+                **{f"accuracy_{c}": r[c]["accuracy"] for c in CONTROLS},
+                "accuracy_drop": r["bp"]["accuracy"] - m["accuracy"],
+                **{GAIN_KEYS[c]: m["accuracy"] - r[c]["accuracy"] for c in CONTROLS},
+                "gp_fraction": m["gp_fraction"],
+                **{k: m.get(k) for k in QUALITY_KEYS},
+                "diverged": m["diverged"],
+                "phases": m["phases"],
+                "epochs": m["epochs"],
+            }
+            per_seed.append(one)
         first = self.runs[0]["scheme"]
-        return {
+        out = {
             "config": self.config.to_dict(),
             "scheme": self.config.scheme,
             "seeds": list(self.seeds),
@@ -165,16 +174,23 @@ class SurrogateResult:
             "accuracy_std": _std(acc),
             "accuracy_bp": _mean(bp),
             "accuracy_bp_std": _std(bp),
-            "accuracy_null": _mean(null),
-            "accuracy_null_std": _std(null),
-            "accuracy_drop": _mean(drop),
-            "accuracy_drop_std": _std(drop),
-            "predictor_gain": _mean(gain),
-            "predictor_gain_std": _std(gain),
-            "gp_fraction": _mean(gp),
-            "gp_fraction_std": _std(gp),
-            "cos": _mean(cos) if cos else None,
-            "relerr": _mean(rel) if rel else None,
+        }
+        for c in CONTROLS:
+            out[f"accuracy_{c}"] = _mean(ctrl[c])
+            out[f"accuracy_{c}_std"] = _std(ctrl[c])
+        out["accuracy_drop"] = _mean(drop)
+        out["accuracy_drop_std"] = _std(drop)
+        for c in CONTROLS:
+            out[GAIN_KEYS[c]] = _mean(gains[c])
+            out[f"{GAIN_KEYS[c]}_std"] = _std(gains[c])
+        out["gp_fraction"] = _mean(gp)
+        out["gp_fraction_std"] = _std(gp)
+        for k in QUALITY_KEYS:
+            v = [r["scheme"].get(k) for r in self.runs]
+            v = [x for x in v if x is not None]
+            out[k] = _mean(v) if v else None
+            out[f"{k}_std"] = _std(v) if v else None
+        out.update({
             "steps": first["steps"],
             "warmup_steps": first["warmup_steps"],
             "predictor_params": first["predictor_params"],
@@ -184,11 +200,24 @@ class SurrogateResult:
             "cached": self.cached,
             "wall_s": self.wall_s,
             "compute_s": self.compute_s,
-        }
+        })
+        return out
+
+
+def _knobs(cfg: SurrogateConfig, kind: str, replay_from) -> dict[str, Any]:
+    """What a run depends on: BP the BP knobs; a control the BP knobs, ``true_output_grad``, ``warmup``
+    and the step mask it replays (so every scheme with the same fixed schedule shares its controls);
+    any other run every knob."""
+    if kind == "bp":
+        return cfg.bp_key()
+    if kind in CONTROLS and replay_from is not None:
+        mask = hashlib.sha256(json.dumps(replay_from["phases"]).encode()).hexdigest()[:32]
+        return {**cfg.bp_key(), "true_output_grad": cfg.true_output_grad, "warmup": cfg.warmup, "mask": mask}
+    return cfg.to_dict()
 
 
 def _run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=None):
-    knobs = cfg.bp_key() if kind == "bp" else cfg.to_dict()
+    knobs = _knobs(cfg, kind, replay_from)
     path = _path(kind, _key(kind, knobs, seed))
     if cache:
         hit = _load(path)
@@ -203,6 +232,11 @@ def _run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=No
     return out, False
 
 
+def runs_per_seed(cfg: SurrogateConfig) -> int:
+    """Training runs per seed of :func:`evaluate` (the progress total is this times the number of seeds)."""
+    return 2 + len(CONTROLS)
+
+
 def evaluate(
     config: Optional[SurrogateConfig] = None,
     *,
@@ -211,13 +245,16 @@ def evaluate(
     progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> SurrogateResult:
     """Train ``config`` (default: the committed default ADA-GP setting) on each seed with its BP
-    reference and its null control; ``progress(done, total, label)`` is called after each run."""
+    reference and its three controls; ``progress(done, total, label)`` is called after each run.
+
+    A control as the configured scheme (``null``, ``null_momentum``, ``truncated``) is the control of the
+    ``adagp`` run with the same knobs (which supplies the step mask); ``bp`` reports BP as every role."""
     t0 = time.perf_counter()
     cfg = SurrogateConfig() if config is None else config
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: at least one seed")
-    total = 3 * len(seeds)
+    total = runs_per_seed(cfg) * len(seeds)
     done = 0
     all_cached = True
     runs = []
@@ -233,22 +270,26 @@ def evaluate(
         bp, hit = _run(cfg, "bp", s, cache)
         all_cached &= hit
         tick(f"seed {s}: bp")
+        compute += bp["wall_s"]
         if cfg.scheme == "bp":
-            main, null = bp, bp
-            tick(f"seed {s}: bp")
-            tick(f"seed {s}: bp")
+            one = {"bp": bp, "scheme": bp, **{c: bp for c in CONTROLS}}
+            for _ in range(total // len(seeds) - 1):
+                tick(f"seed {s}: bp")
         else:
-            gen = "adagp" if cfg.scheme == "null" else cfg.scheme
+            gen = "adagp" if cfg.scheme in CONTROLS else cfg.scheme
             main, hit = _run(cfg, gen, s, cache)
             all_cached &= hit
             tick(f"seed {s}: {gen}")
-            null, hit = _run(cfg, "null", s, cache, replay_from=main)
-            all_cached &= hit
-            tick(f"seed {s}: null")
-            if cfg.scheme == "null":
-                main = null
-        compute += bp["wall_s"] + (0.0 if main is bp else main["wall_s"]) + (0.0 if null is bp else null["wall_s"])
-        runs.append({"bp": bp, "scheme": main, "null": null})
+            compute += main["wall_s"]
+            one = {"bp": bp, "scheme": main}
+            for c in CONTROLS:
+                one[c], hit = _run(cfg, c, s, cache, replay_from=main)
+                all_cached &= hit
+                tick(f"seed {s}: {c}")
+                compute += one[c]["wall_s"]
+            if cfg.scheme in CONTROLS:
+                one["scheme"] = one[cfg.scheme]
+        runs.append(one)
     return SurrogateResult(
         config=cfg,
         seeds=seeds,

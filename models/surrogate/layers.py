@@ -27,6 +27,7 @@ class Conv1d:
         gain = 2.0 if relu else 1.0
         self.W = (rng.standard_normal((self.fan_in, c_out)) * np.sqrt(gain / self.fan_in)).astype(dtype)
         self.b = np.zeros(c_out, dtype=dtype)
+        self._pad_bufs: dict = {}  # (batch, length, channels, dtype) -> zero-bordered buffer
 
     def out_len(self, length: int) -> int:
         return (length + 2 * self.pad - self.k) // self.stride + 1
@@ -34,17 +35,31 @@ class Conv1d:
     def forward(self, x: np.ndarray) -> np.ndarray:
         B, L, C = x.shape
         p, s, k = self.pad, self.stride, self.k
-        xp = np.pad(x, ((0, 0), (p, p), (0, 0))) if p else np.ascontiguousarray(x)
+        if p:  # zero padding: the input copied into a kept buffer whose borders stay zero (np.pad is slow)
+            key = (B, L, C, x.dtype.str)
+            buf = self._pad_bufs.get(key)
+            if buf is None:
+                buf = self._pad_bufs[key] = np.zeros((B, L + 2 * p, C), dtype=x.dtype)
+            buf[:, p : p + L] = x
+            xp = buf
+        else:
+            xp = np.ascontiguousarray(x)
         lout = self.out_len(L)
         sb, sl, sc = xp.strides
         win = as_strided(xp, shape=(B, lout, k, C), strides=(sb, s * sl, sl, sc), writeable=False)
         cols = win.reshape(B * lout, k * C)
+        if p and np.may_share_memory(cols, xp):  # non-overlapping windows: a view of the buffer, copy it
+            cols = cols.copy()
         z = cols @ self.W + self.b
         self._cache = (x.shape, cols, lout)
         if self.relu:
             np.maximum(z, 0, out=z)
         self.out = z.reshape(B, lout, self.c_out)
         return self.out
+
+    def mean_input(self) -> np.ndarray:
+        """Batch and position mean of the last forward's input patches (length ``fan_in``)."""
+        return self._cache[1].mean(axis=0)
 
     def backward(self, dy: np.ndarray, need_dx: bool = True):
         """Gradients of W and b (``self.dW``, ``self.db``) and, if asked, of the input."""
@@ -84,6 +99,10 @@ class Linear:
             np.maximum(z, 0, out=z)
         self.out = z
         return z
+
+    def mean_input(self) -> np.ndarray:
+        """Batch mean of the last forward's input (length ``fan_in``)."""
+        return self._x.reshape(self._x.shape[0], -1).mean(axis=0)
 
     def backward(self, dy, need_dx=True):
         dz = dy * (self.out > 0) if self.relu else dy

@@ -5,16 +5,28 @@ from __future__ import annotations
 import numpy as np
 
 from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d
+from models.surrogate.predictors import pool_matrix
 
 __all__ = ["Net", "build_network"]
 
 
 class Net:
-    """A sequential network; ``param_layers`` are the layers with weights, in forward order."""
+    """A sequential network; ``param_layers`` are the layers with weights, in forward order.
 
-    def __init__(self, layers):
+    ``in_shape``: one sample's input shape; ``out_shapes``: each layer's per-sample output shape (by
+    ``id``), found by one forward pass of a zero sample. What the gradient schemes need of a network
+    (``backward_to``, ``pooling`` and the layers' ``out``/``dout``/``backward``) is listed in
+    :mod:`models.surrogate.schemes`."""
+
+    def __init__(self, layers, in_shape):
         self.layers = list(layers)
         self.param_layers = [l for l in self.layers if l.has_params]
+        self.in_shape = tuple(in_shape)
+        x = np.zeros((1, *self.in_shape), dtype=self.param_layers[0].W.dtype)
+        self.out_shapes = {}
+        for layer in self.layers:
+            x = layer.forward(x)
+            self.out_shapes[id(layer)] = tuple(x.shape[1:])
 
     def forward(self, x):
         for layer in self.layers:
@@ -28,6 +40,21 @@ class Net:
             layer.dout = d  # dL/d(layer output): DNI's regression target
             d = layer.backward(d, need_dx=layer is not first)
         return d
+
+    def backward_to(self, dlogits, layer):
+        """Exact dL/d(``layer``'s output) by backprop through the layers after ``layer`` only."""
+        d = dlogits
+        for other in reversed(self.layers):
+            if other is layer:
+                return d
+            d = other.backward(d, need_dx=True)
+        raise ValueError("backward_to: the layer is not in this network")
+
+    @staticmethod
+    def pooling(spatial_shape, size: int) -> np.ndarray:
+        """The pooling rule: ``(positions, size)`` adaptive average pooling along the (flattened) length;
+        a vector output (no spatial axis) is one position."""
+        return pool_matrix(int(np.prod(spatial_shape)) if len(spatial_shape) else 1, size)
 
     def n_params(self) -> int:
         return int(sum(l.W.size + l.b.size for l in self.param_layers))
@@ -64,4 +91,4 @@ def build_network(name: str, width: int, in_len: int, n_classes: int, rng, dtype
         ]
     else:
         raise ValueError(f"network: one of 'cnn', 'cnn_pool', 'mlp' (got {name!r})")
-    return Net(layers)
+    return Net(layers, (in_len, 1))

@@ -74,8 +74,10 @@ class AdaGPPredictor:
     layers; tiled when narrower than a layer's row). The head starts at zero (first predictions are zero).
     """
 
-    def __init__(self, rows: list[int], cfg, rng):
+    def __init__(self, rows: list[int], cfg, rng, pooling=None):
         self.rows = list(rows)  # fan_in + 1 per predicted layer
+        # the network's pooling rule: spatial shape, size -> (positions, size) matrix
+        self.pooling = pooling if pooling is not None else (lambda shape, size: pool_matrix(int(np.prod(shape)), size))
         self.n_layers = len(rows)
         self.P = cfg.pred_input
         self.code = cfg.pred_layer_code
@@ -108,13 +110,12 @@ class AdaGPPredictor:
     def features(self, li: int, act: np.ndarray) -> np.ndarray:
         """The predictor's input for each output channel of layer ``li`` (one row per channel). It updates
         the layer's running statistics, so call it once per step and layer."""
-        a = act.mean(axis=0)  # (L, C) for a feature map, (C,) for a vector
-        if a.ndim == 1:
-            a = a[None, :]
-        L = a.shape[0]
-        pm = self._pool.get(L)
+        a = act.mean(axis=0)  # (*spatial, C) for a feature map, (C,) for a vector
+        spatial = a.shape[:-1] if a.ndim > 1 else (1,)
+        a = a.reshape(-1, a.shape[-1])  # (positions, C)
+        pm = self._pool.get(spatial)
         if pm is None:
-            pm = self._pool[L] = pool_matrix(L, self.P)
+            pm = self._pool[spatial] = self.pooling(spatial, self.P)
         raw = (pm.T @ a).T  # (C, P)
         parts = []
         if self.feat in ("level", "both"):

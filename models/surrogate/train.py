@@ -1,34 +1,43 @@
-"""One training run of the surrogate: plain BP, ADA-GP, the null control or DNI, for one seed.
+"""One training run of the surrogate, for one seed, with any registered gradient scheme.
 
 Pairing: the network's initialization comes from ``default_rng(seed)`` and the batch order from
-``default_rng([seed, 1])`` for every scheme, so BP, ADA-GP and the null control of one seed see the same
-initial weights and the same batches. The predictor has its own stream ``default_rng([seed, 2])``.
+``default_rng([seed, 1])`` for every scheme, so BP, the scheme and its controls of one seed see the same
+initial weights and the same batches. A scheme's own randomness has its own streams (``[seed, 2]``, ...).
 
-Step kinds:
+Step kinds (the loop has no per-scheme branch; what differs is in :mod:`models.surrogate.schemes`):
 
-* **BP step**: forward, loss, full backward; every layer updates with its true gradient (SGD with
-  momentum). If a predictor exists it first predicts the predicted layers' gradients from this batch (the
-  quality signal: cosine and relative error against the true gradient), then learns from the true ones.
-* **GP step**: forward only; right after each predicted layer's forward, the predictor turns its output
-  into the layer's gradient and the layer updates at once. The classifier layer updates with its true
-  gradient (``true_output_grad``: one outer product from the loss, no backward pass) or is predicted too.
-  In the null control the predicted layers skip GP steps (no update, momentum untouched).
+* **BP step**: forward, loss, full backward; the scheme's ``bp_step`` predicts the predicted layers'
+  gradients from this batch (the quality signal: cosine and relative error against the true gradient;
+  on every ``PROBE_EVERY``-th post-warm-up BP step also against a large-batch gradient, see ``_probe``), then
+  learns; every layer updates with its true gradient (SGD with momentum).
+* **GP step**: forward only; the scheme's ``gp_step`` gives each predicted layer's gradient (or a skip) and
+  the layers update. The classifier layer updates with its true gradient (``true_output_grad``: one outer
+  product from the loss, no backward pass) or is predicted too. Applying a layer's update after the whole
+  forward pass instead of right after its own forward changes no number: a layer's output is computed
+  before its update either way.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from models.surrogate.config import SurrogateConfig
 from models.surrogate.layers import softmax_cross_entropy
 from models.surrogate.nets import build_network
-from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, grad_matrix
+from models.surrogate.predictors import grad_matrix
+from models.surrogate.schemes import Step, make_scheme, predicted_layers
 from models.surrogate.tasks import load_task
 
-__all__ = ["train_run", "Schedule", "phases_to_mask"]
+__all__ = ["train_run", "Schedule", "phases_to_mask", "PROBE_SIZE", "PROBE_EVERY"]
+
+#: the large-batch quality probe: a fixed subset of PROBE_SIZE training samples (chosen once by
+#: default_rng(PROBE_SEED), the same in every run), measured on every PROBE_EVERY-th post-warm-up BP step
+PROBE_SIZE = 512
+PROBE_EVERY = 25
+PROBE_SEED = 20231
 
 _AGENT_DECAY = 0.7  # tau <- 0.7 tau + 0.3 c_hat, tau0 = 0.1 (AGENT's damping)
 _AGENT_TAU0 = 0.1
@@ -47,7 +56,6 @@ class Schedule:
 
     def __init__(self, cfg: SurrogateConfig, total: int, replay: Optional[np.ndarray] = None):
         self.cfg = cfg
-        self.total = total
         self.warm = int(round(cfg.warmup * total))
         self.replay = replay
         self.kind = "bp"
@@ -125,31 +133,37 @@ def _cos_rel(pred: np.ndarray, true: np.ndarray) -> tuple[float, float]:
 
 
 def train_run(
-    cfg: SurrogateConfig, scheme: str, seed: int, *, replay: Optional[np.ndarray] = None
+    cfg: SurrogateConfig, scheme: str, seed: int, *, replay: Optional[np.ndarray] = None,
+    observer: Optional[Callable[[Step, Optional[list]], None]] = None,
 ) -> dict[str, Any]:
-    """Train once; ``scheme`` in ``bp``, ``adagp``, ``dni``, ``null`` (``null`` needs ``replay``, the GP mask
-    of the run it controls) or ``oracle`` (a diagnostic, not a configurable scheme: GP steps apply the true
-    gradient of an independent batch at the current weights, i.e. a perfect predictor of the expected
-    gradient with minibatch noise; it needs a backward pass and no schedule knob adapts to it, so use
-    ``adaptive=False``) or ``stale`` (a diagnostic too: GP steps apply each predicted layer's last true
-    gradient, i.e. gradient reuse, no predictor; use ``adaptive=False``). Returns plain data (accuracy in percent, schedule, timeline, quality)."""
+    """Train once with the registered scheme ``scheme`` (:mod:`models.surrogate.schemes`: ``bp``,
+    ``adagp``, ``efb``, ``local``, ``dni``; the controls ``null``, ``null_momentum``, ``truncated`` need
+    ``replay``, the GP mask of the run they control; the diagnostics ``oracle`` and ``stale`` are meant for
+    ``adaptive=False``). ``observer(step, preds)``, if given, is called on every BP step after the scheme's
+    prediction and before the update (a diagnostic hook: it may run the network on other data, which the
+    update does not depend on, but must not change the weights). Returns plain data (accuracy in percent,
+    schedule, timeline, quality)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
-        return _train(cfg, scheme, seed, replay)
+        return _train(cfg, scheme, seed, replay, observer)
 
 
-def _train(cfg, scheme, seed, replay):
+def _probe_subset(n: int) -> np.ndarray:
+    """The fixed subset of the training set the large-batch gradient is measured on (same in every run)."""
+    return np.sort(np.random.default_rng(PROBE_SEED).choice(n, min(PROBE_SIZE, n), replace=False))
+
+
+def _train(cfg, scheme_name, seed, replay, observer):
     t0 = time.perf_counter()
     task = load_task(cfg.task)
     init_rng = np.random.default_rng(seed)
     order_rng = np.random.default_rng([seed, 1])
-    pred_rng = np.random.default_rng([seed, 2])
     net = build_network(cfg.network, cfg.width, task.length, task.n_classes, init_rng)
+    scheme = make_scheme(scheme_name, cfg, net, task.n_classes, seed, task)
     players = net.param_layers
     out_layer = players[-1]
-    predicted = players[:-1] if cfg.true_output_grad else players
-    pidx = {id(l): i for i, l in enumerate(predicted)}
+    predicted = predicted_layers(cfg, net)
     vel = [(np.zeros_like(l.W), np.zeros_like(l.b)) for l in players]
     vidx = {id(l): i for i, l in enumerate(players)}
     mu = np.float32(cfg.momentum)
@@ -168,67 +182,20 @@ def _train(cfg, scheme, seed, replay):
     bs = min(cfg.batch_size, n)
     spe = n // bs
     total = cfg.epochs * spe
+    if scheme.control and replay is None:
+        raise ValueError(f"{scheme_name}: needs the GP mask of the run it controls")
 
-    source = None
-    if scheme == "adagp":
-        source = AdaGPPredictor([l.fan_in + 1 for l in predicted], cfg, pred_rng)
-    elif scheme == "dni":
-        sizes = []
-        x = task.x[:2]
-        for layer in net.layers:
-            x = layer.forward(x)
-            if id(layer) in pidx:
-                sizes.append(int(np.prod(x.shape[1:])))
-        source = DNIPredictor(sizes, task.n_classes, cfg, pred_rng)
-    elif scheme == "oracle":
-        oracle_rng = np.random.default_rng([seed, 3])
-        oracle_g: list[Optional[np.ndarray]] = [None] * len(predicted)
-    elif scheme == "stale":
-        stale_g: list[Optional[np.ndarray]] = [None] * len(predicted)
-    elif scheme not in ("bp", "null"):
-        raise ValueError(f"scheme: one of 'bp', 'adagp', 'dni', 'null', 'oracle', 'stale' (got {scheme!r})")
-    if scheme == "null" and replay is None:
-        raise ValueError("null: needs the GP mask of the run it controls")
-
-    sched = None if scheme == "bp" else Schedule(cfg, total, replay)
-    agent = cfg.agent and source is not None
+    sched = Schedule(cfg, total, replay) if scheme.uses_schedule else None
+    agent = cfg.agent and scheme.predicts
     last_true: list[Optional[np.ndarray]] = [None] * len(predicted)
     tau = [_AGENT_TAU0] * len(predicted)
-
-    factored = cfg.pred_output == "factored"
-
-    def xins(layers):
-        """Each layer's batch-mean input patch (the factored output's row direction), else None."""
-        return [_mean_patch(l) for l in layers] if factored else None
-
-    def predict_bp(yb, trues):
-        """Predicted G of each predicted layer on a BP batch (before learning from it); learns after."""
-        if scheme == "adagp":
-            return source.bp_step([l.out for l in predicted], trues, xins(predicted))
-        preds = []
-        for i, l in enumerate(predicted):
-            l.backward(source.synth(i, l.out, yb), need_dx=False)
-            preds.append(grad_matrix(l.dW, l.db))
-            source.learn(i, l.out, yb, l.dout)
-        return preds
-
-    def gp_grad(i, layer, yb):
-        if scheme == "oracle":
-            return oracle_g[i]
-        if scheme == "stale":
-            return stale_g[i]
-        if scheme == "adagp":
-            g = source.predict(i, layer.out, xins([layer])[0] if factored else None)
-        else:
-            layer.backward(source.synth(i, layer.out, yb), need_dx=False)
-            g = grad_matrix(layer.dW, layer.db)
-        if agent and last_true[i] is not None:
-            g = (1.0 - tau[i]) * g + tau[i] * last_true[i]
-        return g
+    probe_idx = _probe_subset(n) if scheme.predicts else None
+    n_probed = 0
 
     mask = np.zeros(total, dtype=bool)
     q_cos = np.full(total, np.nan)
     q_rel = np.full(total, np.nan)
+    q_large = np.full((total, 4), np.nan)  # cos_large, cos_large_bp, loss_decrease, loss_decrease_bp
     losses = np.zeros(total)
     epochs_out = []
     t = 0
@@ -246,13 +213,15 @@ def _train(cfg, scheme, seed, replay):
                 loss, d = softmax_cross_entropy(logits, yb)
                 net.backward(d)
                 true_g = [(l.dW, l.db) for l in players]
-                if source is not None:
-                    trues = [grad_matrix(*true_g[vidx[id(l)]]) for l in predicted]
-                    preds = predict_bp(yb, trues)
+                trues = [grad_matrix(*true_g[vidx[id(l)]]) for l in predicted]
+                step = Step(net, predicted, yb, d, trues, t, float(lr), xb)
+                preds = scheme.bp_step(step)
+                if preds is not None:
                     cs, rs = [], []
                     for j, (p, tg) in enumerate(zip(preds, trues)):
                         if agent and last_true[j] is not None:
                             p = (1.0 - tau[j]) * p + tau[j] * last_true[j]
+                            preds[j] = p
                             c_hat = max(0.0, _cos_rel(tg, last_true[j])[0])
                             tau[j] = _AGENT_DECAY * tau[j] + (1 - _AGENT_DECAY) * c_hat
                         c, r = _cos_rel(p, tg)
@@ -263,24 +232,25 @@ def _train(cfg, scheme, seed, replay):
                     q_cos[t], q_rel[t] = float(np.mean(cs)), float(np.mean(rs))
                     if t >= sched.warm:
                         sched.report(q_cos[t], q_rel[t])
-                if scheme == "stale":
-                    stale_g[:] = [grad_matrix(*true_g[vidx[id(l)]]) for l in predicted]
+                        if n_probed % PROBE_EVERY == 0:
+                            q_large[t] = _probe(net, predicted, task, probe_idx, preds, trues, lr)
+                        n_probed += 1
+                if observer is not None:
+                    observer(step, preds)
                 for l, (dW, db) in zip(players, true_g):
                     update(l, dW, db)
             else:
-                if scheme == "oracle":  # diagnostic: the true gradient of an independent batch, same weights
-                    oidx = oracle_rng.choice(n, bs, replace=False)
-                    _, d = softmax_cross_entropy(net.forward(task.x[oidx]), task.y[oidx])
-                    net.backward(d)
-                    oracle_g[:] = [grad_matrix(l.dW, l.db) for l in predicted]
-                x = xb
-                for layer in net.layers:
-                    x = layer.forward(x)
-                    j = pidx.get(id(layer))
-                    if j is not None and (source is not None or scheme in ("oracle", "stale")):
-                        g = gp_grad(j, layer, yb)
-                        update(layer, g[:, :-1].T, g[:, -1])
-                loss, d = softmax_cross_entropy(x, yb)
+                step = Step(net, predicted, yb, None, None, t, float(lr), xb)
+                scheme.begin_gp(step)
+                logits = net.forward(xb)
+                loss, d = softmax_cross_entropy(logits, yb)
+                step.dlogits = d
+                for j, (layer, g) in enumerate(zip(predicted, scheme.gp_step(step))):
+                    if g is None:
+                        continue
+                    if agent and last_true[j] is not None:
+                        g = (1.0 - tau[j]) * g + tau[j] * last_true[j]
+                    update(layer, g[:, :-1].T, g[:, -1])
                 if cfg.true_output_grad:
                     out_layer.backward(d, need_dx=False)
                     update(out_layer, out_layer.dW, out_layer.db)
@@ -299,6 +269,7 @@ def _train(cfg, scheme, seed, replay):
                 "post_warmup_steps": int(post.sum()),
                 "cos": _nanmean(q_cos[sel]),
                 "relerr": _nanmean(q_rel[sel]),
+                **{k: _nanmean(q_large[sel, c]) for c, k in enumerate(_PROBE_KEYS)},
                 "loss": float(np.mean(losses[sel])) if t > lo else float("nan"),
                 "test_accuracy": acc_e,
             }
@@ -310,7 +281,7 @@ def _train(cfg, scheme, seed, replay):
     gp_steps = int(mask.sum())
     post_q = np.arange(total) >= warm
     result = {
-        "scheme": scheme,
+        "scheme": scheme_name,
         "seed": int(seed),
         "accuracy": float((net.predict(task.x_test) == task.y_test).mean() * 100.0),
         "diverged": bool(t < total),
@@ -321,19 +292,41 @@ def _train(cfg, scheme, seed, replay):
         "phases": _mask_to_phases(mask),
         "cos": _nanmean(q_cos[post_q]),
         "relerr": _nanmean(q_rel[post_q]),
+        **{k: _nanmean(q_large[post_q, c]) for c, k in enumerate(_PROBE_KEYS)},
         "epochs": epochs_out,
         "network_params": net.n_params(),
-        "predictor_params": source.n_params() if source is not None else 0,
+        "predictor_params": scheme.n_params(),
         "wall_s": time.perf_counter() - t0,
     }
     return result
 
 
-def _mean_patch(layer) -> np.ndarray:
-    """Batch (and position) mean of a parameter layer's input patches from its last forward: length fan-in."""
-    if hasattr(layer, "_cache"):  # Conv1d: the im2col matrix
-        return layer._cache[1].mean(axis=0)
-    return layer._x.reshape(layer._x.shape[0], -1).mean(axis=0)
+_PROBE_KEYS = ("cos_large", "cos_large_bp", "loss_decrease", "loss_decrease_bp")
+
+
+def _probe(net, layers, task, idx, preds, trues, lr) -> list[float]:
+    """Quality against the expected gradient, at the current weights, on the fixed probe subset: the
+    cosine of the prediction (and, for scale, of the true minibatch gradient) with the subset's gradient,
+    and the decrease of the subset's loss by one plain SGD step ``-lr * G`` of the predicted layers with
+    the prediction (and with the true minibatch gradient). Leaves the weights exactly as they were."""
+    xs, ys = task.x[idx], task.y[idx]
+    logits = net.forward(xs)
+    base, d = softmax_cross_entropy(logits, ys)
+    net.backward(d)
+    large = [grad_matrix(l.dW, l.db) for l in layers]
+    cos_p = float(np.mean([_cos_rel(p, g)[0] for p, g in zip(preds, large)]))
+    cos_t = float(np.mean([_cos_rel(p, g)[0] for p, g in zip(trues, large)]))
+    decs = []
+    for gs in (preds, trues):
+        saved = [(l.W.copy(), l.b.copy()) for l in layers]
+        for l, g in zip(layers, gs):
+            l.W -= lr * g[:, :-1].T
+            l.b -= lr * g[:, -1]
+        decs.append(base - softmax_cross_entropy(net.forward(xs), ys)[0])
+        for l, (w, b) in zip(layers, saved):
+            l.W[...] = w
+            l.b[...] = b
+    return [cos_p, cos_t, decs[0], decs[1]]
 
 
 def _nanmean(a: np.ndarray) -> Optional[float]:

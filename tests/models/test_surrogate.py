@@ -20,14 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = dict(task="digits", epochs=2, batch_size=32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache_dir(tmp_path_factory):
-    """One cache directory per test module (the data sets are generated once in it)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DSE_CACHE_DIR", str(tmp_path_factory.mktemp("dse-cache")))
-        yield
-
-
 # ---------------------------------------------------------------------------------------------------------
 # gradient checks (float64, central differences)
 
@@ -302,7 +294,9 @@ def test_runs_are_deterministic_and_paired():
     cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5)
     a = train_run(cfg, "adagp", 0)
     assert _strip(a) == _strip(train_run(cfg, "adagp", 0))
-    assert a["accuracy"] != train_run(cfg, "adagp", 1)["accuracy"] or _strip(a) != _strip(train_run(cfg, "adagp", 1))
+    # another seed is another initialization and batch order: the training trajectory differs
+    other = train_run(cfg, "adagp", 1)
+    assert [e["loss"] for e in a["epochs"]] != [e["loss"] for e in other["epochs"]]
     bp = train_run(cfg, "bp", 0)
     # the null control with no GP step is plain BP, step for step (same init, same batches)
     no_gp = np.zeros(bp["steps"], dtype=bool)
