@@ -101,11 +101,11 @@ def surrogate(
     for name, m, s in rows:
         spec = ".3f" if "fraction" in name else ".2f"
         summary.add_row(name, format(m, spec), format(s, spec))
-    summary.add_row("prediction cos / relerr (minibatch gradient)",
+    summary.add_row("cos / relerr vs the minibatch gradient",
                     f"{_fmt(d['cos'], '.3f')} / {_fmt(d['relerr'], '.3f')}", "")
-    summary.add_row("cos with the large-batch gradient (prediction / minibatch gradient)",
+    summary.add_row("cos vs large-batch gradient (pred. / BP)",
                     f"{_fmt(d['cos_large'], '.3f')} / {_fmt(d['cos_large_bp'], '.3f')}", "")
-    summary.add_row("one-step loss decrease on the probe subset (prediction / minibatch gradient)",
+    summary.add_row("probe loss decrease (pred. / BP)",
                     f"{_fmt(d['loss_decrease'], '.2e')} / {_fmt(d['loss_decrease_bp'], '.2e')}", "")
     summary.add_row("predictor params", str(d["predictor_params"]), "")
     summary.add_row("training time of the runs (s, as recorded)", f"{d['compute_s']:.2f}", "")
@@ -117,7 +117,7 @@ def surrogate(
         tl.add_column(col, justify="right")
     for e in d["timeline"]:
         tl.add_row(str(e["epoch"]), str(e["gp_steps"]), str(e["post_warmup_steps"]), _fmt(e["cos"], ".3f"),
-                   _fmt(e["relerr"], ".3f"), _fmt(e.get("cos_large"), ".3f"), _fmt(e.get("loss_decrease"), ".2e"),
+                   _fmt(e["relerr"], ".3f"), _fmt(e.get("cos_large"), ".3f"), _fmt(e.get("loss_decrease"), ".1e"),
                    _fmt(e["loss"], ".3f"), _fmt(e["test_accuracy"]))
     console.print(tl)
     phases = d["per_seed"][0]["phases"]

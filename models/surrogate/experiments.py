@@ -1,8 +1,10 @@
 """The experiments behind the tables of ``docs/surrogate.md``.
 
-``python -m models.surrogate.experiments [--seeds N]`` re-runs them (cached, so a second run is instant) and
-prints the Markdown tables. Every figure is a mean over paired seeds 0..N-1 with its sample standard
-deviation; differences (drop, gain) are computed per seed, then averaged.
+``python -m models.surrogate.experiments [--seeds N] [--first-seed S] [--only NAME ...]`` re-runs them
+(cached, so a second run is instant) and prints the Markdown tables. Every figure is a mean over paired
+seeds S..S+N-1 with its sample standard deviation; differences (drop, gains) are computed per seed, then
+averaged. ``--only schemes`` prints just the gradient-scheme comparison (its tables schemes, controls, sizes, adaptive);
+``--only check --first-seed 5`` the check of the best settings on seeds nobody tuned on.
 """
 
 from __future__ import annotations
@@ -62,6 +64,115 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"{_f(r['relerr'], '.3f')} | {r['predictor_params']} |"
         )
     return "\n".join(lines)
+
+
+def _pm(r, key, spec="+.2f"):
+    return f"{format(r[key], spec)} ± {r[key + '_std']:.2f}"
+
+
+def markdown_controls(rows: list[dict[str, Any]]) -> str:
+    """A scheme row against all three controls, with its quality against the minibatch and the large-batch
+    gradient (``cos`` / ``cos_large``, the true minibatch gradient's ``cos_large_bp`` beside it) and the
+    probe subset's one-step loss decrease (prediction / true minibatch gradient, x 1e-3)."""
+    head = ("| setting | GP fraction | accuracy | drop | gain vs null | vs null_momentum | vs truncated | cos | "
+            "cos large (BP) | loss decr. x1e-3 (BP) | params |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [head]
+    for r in rows:
+        dec = "-" if r["loss_decrease"] is None else f"{r['loss_decrease'] * 1e3:.2f} ({r['loss_decrease_bp'] * 1e3:.2f})"
+        cl = "-" if r["cos_large"] is None else f"{r['cos_large']:.3f} ({r['cos_large_bp']:.3f})"
+        lines.append(
+            f"| {r['label']} | {r['gp_fraction']:.2f} | {r['accuracy']:.2f} ± {r['accuracy_std']:.2f} | "
+            f"{_pm(r, 'accuracy_drop', '.2f')} | {_pm(r, 'predictor_gain')} | {_pm(r, 'gain_vs_null_momentum')} | "
+            f"{_pm(r, 'gain_vs_truncated')} | {_f(r['cos'], '.3f')} | {cl} | {dec} | {r['predictor_params']} |"
+        )
+    return "\n".join(lines)
+
+
+def markdown_reference(rows: list[dict[str, Any]]) -> str:
+    """The reference and the controls' own accuracies at each GP fraction."""
+    lines = ["| GP fraction | BP | null | null_momentum | truncated |", "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | "
+                     + " | ".join(f"{r[f'accuracy_{c}']:.2f} ± {r[f'accuracy_{c}_std']:.2f}"
+                                  for c in ("null", "null_momentum", "truncated")) + " |")
+    return "\n".join(lines)
+
+
+#: each scheme's setting in the comparison (the defaults of its knobs)
+SCHEME_ROWS = (("adagp (default predictor)", {"scheme": "adagp"}), ("efb (rank 10)", {"scheme": "efb"}),
+               ("local (width 4)", {"scheme": "local"}), ("dni (cDNI, linear modules)", {"scheme": "dni"}))
+#: adaptive settings compared with the fixed schedule at the same GP fraction: thresholds near each
+#: scheme's own mean cosine at fixed 0.4 (seeds 0-4), relative error not used, GP phases of 1..8 steps
+ADAPTIVE = {"adagp": 0.01, "efb": 0.8, "local": 0.55, "dni": 0.2}
+
+
+def scheme_tables(seeds: Sequence[int]) -> dict[str, str]:
+    base = SurrogateConfig()
+    out = {}
+    rows, ref = [], []
+    for f in (0.2, 0.4, 0.5):
+        for label, kw in SCHEME_ROWS:
+            rows.append(row(f"{label}, fixed {f}", base.replace(gp_fraction=f, **kw), seeds))
+        ref.append(rows[-1])
+    out["schemes"] = markdown_controls(rows)
+    out["controls"] = markdown_reference(ref)
+    sizes = []
+    at = base.replace(gp_fraction=0.4)
+    for r in (1, 2, 5, 10):
+        sizes.append(row(f"efb, rank {r}, fixed 0.4", at.replace(scheme="efb", efb_rank=r), seeds))
+    for d in (0.5, 0.99):
+        sizes.append(row(f"efb, rank 10, decay {d}, fixed 0.4", at.replace(scheme="efb", efb_decay=d), seeds))
+    for w in (1, 2, 4, 8, 20):
+        sizes.append(row(f"local, width {w}, fixed 0.4", at.replace(scheme="local", local_width=w), seeds))
+    sizes.append(row("adagp, undersized (width 2, head 4), fixed 0.4", at.replace(pred_width=2, pred_head=4), seeds))
+    sizes.append(row("adagp, default (width 64), fixed 0.4", at, seeds))
+    out["sizes"] = markdown_controls(sizes)
+    out["adaptive"] = adaptive_table(seeds)
+    return out
+
+
+def _paired(cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, list]:
+    """The scheme's runs and their BP references only (no controls), per seed."""
+    runs = [(_run(cfg, "bp", s, True)[0], _run(cfg, cfg.scheme, s, True)[0]) for s in seeds]
+    return {"acc": [r["accuracy"] for _, r in runs], "bp": [b["accuracy"] for b, _ in runs],
+            "gp": [r["gp_fraction"] for _, r in runs], "cos": [r["cos"] for _, r in runs]}
+
+
+def adaptive_table(seeds: Sequence[int]) -> str:
+    """Adaptive schedule vs the fixed schedule at the same GP fraction (the adaptive runs' mean, rounded to
+    0.01), per scheme: accuracy, drop, and the paired difference adaptive - fixed."""
+    base = SurrogateConfig()
+    lines = ["| scheme | adaptive setting | GP fraction adaptive / fixed | accuracy adaptive | accuracy fixed | "
+             "drop adaptive | drop fixed | adaptive - fixed | cos (adaptive) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, kw in SCHEME_ROWS:
+        name = kw["scheme"]
+        cfg = base.replace(adaptive=True, cos_threshold=ADAPTIVE[name], relerr_threshold=10.0, gp_phase_min=1,
+                           gp_phase_max=8, gp_phase_init=4, **kw)
+        a = _paired(cfg, seeds)
+        frac = round(_mean(a["gp"]), 2)
+        f = _paired(base.replace(gp_fraction=frac, **kw), seeds)
+        diff = [x - y for x, y in zip(a["acc"], f["acc"])]
+        da = [b - x for b, x in zip(a["bp"], a["acc"])]
+        dfx = [b - x for b, x in zip(f["bp"], f["acc"])]
+        lines.append(
+            f"| {name} | cos >= {ADAPTIVE[name]}, GP phases 1..8, BP 4 | {_mean(a['gp']):.2f} / {_mean(f['gp']):.2f} | "
+            f"{_mean(a['acc']):.2f} ± {_std(a['acc']):.2f} | {_mean(f['acc']):.2f} ± {_std(f['acc']):.2f} | "
+            f"{_mean(da):.2f} ± {_std(da):.2f} | {_mean(dfx):.2f} ± {_std(dfx):.2f} | "
+            f"{_mean(diff):+.2f} ± {_std(diff):.2f} | {_mean(a['cos']):.3f} |")
+    return "\n".join(lines)
+
+
+def check_tables(seeds: Sequence[int]) -> dict[str, str]:
+    """The best settings (tuned on seeds 0-4) on other seeds."""
+    base = SurrogateConfig()
+    rows = []
+    for f in (0.4, 0.5):
+        at = base.replace(gp_fraction=f)
+        rows.append(row(f"efb, rank 10, fixed {f}", at.replace(scheme="efb"), seeds))
+        rows.append(row(f"efb, rank 1, fixed {f}", at.replace(scheme="efb", efb_rank=1), seeds))
+        rows.append(row(f"local, width 4, fixed {f}", at.replace(scheme="local"), seeds))
+    return {"check": markdown_controls(rows)}
 
 
 def tables(seeds: Sequence[int]) -> dict[str, str]:
@@ -129,12 +240,21 @@ def tables(seeds: Sequence[int]) -> dict[str, str]:
     return out
 
 
+#: table groups: name -> function of the seeds returning {table: markdown}
+GROUPS = {"adagp": tables, "schemes": scheme_tables, "check": check_tables}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--only", nargs="*", choices=sorted(GROUPS), default=None,
+                    help="table groups to print (default: all)")
     args = ap.parse_args(argv)
-    for name, text in tables(range(args.seeds)).items():
-        print(f"### {name}\n\n{text}\n", flush=True)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    for group in args.only or list(GROUPS):
+        for name, text in GROUPS[group](seeds).items():
+            print(f"### {name}\n\n{text}\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -230,13 +230,14 @@ def _train(cfg, scheme_name, seed, replay, observer):
                         if agent:
                             last_true[j] = tg
                     q_cos[t], q_rel[t] = float(np.mean(cs)), float(np.mean(rs))
+                if observer is not None:  # before the probe, which runs the network on other data
+                    observer(step, preds)
+                if preds is not None:
                     if t >= sched.warm:
                         sched.report(q_cos[t], q_rel[t])
                         if n_probed % PROBE_EVERY == 0:
                             q_large[t] = _probe(net, predicted, task, probe_idx, preds, trues, lr)
                         n_probed += 1
-                if observer is not None:
-                    observer(step, preds)
                 for l, (dW, db) in zip(players, true_g):
                     update(l, dW, db)
             else:
