@@ -101,7 +101,7 @@ def markdown_reference(rows: list[dict[str, Any]]) -> str:
 
 #: each scheme's setting in the comparison (the defaults of its knobs)
 SCHEME_ROWS = (("adagp (default predictor)", {"scheme": "adagp"}), ("efb (rank 10)", {"scheme": "efb"}),
-               ("local (width 4)", {"scheme": "local"}), ("dni (cDNI, linear modules)", {"scheme": "dni"}))
+               ("local (width 4)", {"scheme": "local", "local_width": 4}), ("dni (cDNI, linear modules)", {"scheme": "dni"}))
 #: adaptive settings compared with the fixed schedule at the same GP fraction: thresholds near each
 #: scheme's own mean cosine at fixed 0.4 (seeds 0-4), relative error not used, GP phases of 1..8 steps
 ADAPTIVE = {"adagp": 0.01, "efb": 0.8, "local": 0.55, "dni": 0.2}
@@ -171,7 +171,7 @@ def check_tables(seeds: Sequence[int]) -> dict[str, str]:
         at = base.replace(gp_fraction=f)
         rows.append(row(f"efb, rank 10, fixed {f}", at.replace(scheme="efb"), seeds))
         rows.append(row(f"efb, rank 1, fixed {f}", at.replace(scheme="efb", efb_rank=1), seeds))
-        rows.append(row(f"local, width 4, fixed {f}", at.replace(scheme="local"), seeds))
+        rows.append(row(f"local, width 4, fixed {f}", at.replace(scheme="local", local_width=4), seeds))
     return {"check": markdown_controls(rows)}
 
 
