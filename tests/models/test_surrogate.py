@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -390,11 +389,15 @@ def test_evaluate_result_keys_units_and_cache(tmp_path, monkeypatch):
     assert [p["seed"] for p in d["per_seed"]] == [0, 1]
     assert not r.cached
     json.dumps(d)  # plain data
-    t = time.perf_counter()
-    again = evaluate(cfg, seeds=(0, 1))
-    dt = time.perf_counter() - t
+    import models.surrogate.train as T
+
+    def no_training(*a, **k):
+        raise AssertionError("a cache hit must not train")
+
+    with monkeypatch.context() as mp:  # the benchmark checks the 10 ms target; this guards against re-training
+        mp.setattr(T, "train_run", no_training)
+        again = evaluate(cfg, seeds=(0, 1))
     assert again.cached and again.to_dict()["accuracy"] == d["accuracy"]
-    assert dt < 0.05, dt  # the benchmark checks the 10 ms target; this guards against re-training
     # the BP reference is cached by its own knobs: another predictor reuses it
     evaluate(cfg.replace(pred_width=8), seeds=(0, 1))
     assert len(list((tmp_path / "surrogate").rglob("bp/*.json"))) == 2
