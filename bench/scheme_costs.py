@@ -27,7 +27,7 @@ from accel import Hardware  # noqa: E402
 from accel.schedule import job_cost, step_costs  # noqa: E402
 from dse.evaluate import Configuration, evaluate_hardware  # noqa: E402
 from dse.workload import Workload  # noqa: E402
-from models.schemes import scheme_plan  # noqa: E402
+from models.schemes import DNIShape, dni_ops, scheme_plan  # noqa: E402
 from models.surrogate import SurrogateConfig  # noqa: E402
 from models.surrogate.workload import surrogate_net  # noqa: E402
 from models.zoo import build  # noqa: E402
@@ -71,22 +71,37 @@ def _knobs(d: dict) -> SurrogateConfig:
     return SurrogateConfig().replace(**d)
 
 
+def conv_dni(cfg, net, batch):
+    """A what-if beside the surrogate's dense modules: DNI with 3x3 convolutional modules (not trainable
+    in the surrogate), with the dense plan's other ops (the classifier's true gradient)."""
+    plan = scheme_plan(cfg, net, batch)
+    train, params, _ = dni_ops(net, batch, DNIShape(kernel=3), train=True)
+    gp, _, _ = dni_ops(net, batch, DNIShape(kernel=3), train=False)
+    cols = ("layer", "phase", "M", "K", "N", "repeat", "vec_elems", "stash_bytes")
+    keep = plan.gp.layer < 0  # the whole step's ops
+    rows = list(zip(*[getattr(gp, c).tolist() for c in cols])) + \
+        list(zip(*[getattr(plan.gp, c)[keep].tolist() for c in cols]))
+    gp = type(gp).from_rows(net, batch, gp.optimizer, gp.word_bytes, rows)
+    return replace(plan, train=train, gp=gp, params=params)
+
+
 def rows_for(title, make, workload, batch, steps):
     net = make()
     ops = net.training_ops(batch)
     w = Workload.from_dict(workload) if workload else None
     n_steps = w.steps if w else steps
     out = []
-    for label, d in SETTINGS:
+    for label, d in SETTINGS + [("dni, 3x3 conv modules (what-if)", {"scheme": "dni", "conv": True})]:
+        conv = d.pop("conv", False)
         cfg = _knobs(d)
-        plan = scheme_plan(cfg, net, batch)
+        plan = conv_dni(cfg, net, batch) if conv else scheme_plan(cfg, net, batch)
         s = step_costs(ops, plan=plan, hw=HW)
         bp_job = job_cost(s, n_steps=n_steps, scheme="bp")
         speed = []
         for f in FRACTIONS:
             j = job_cost(s, n_steps=n_steps, warmup_frac=WARMUP, gp_fraction=f)
             sp = float(bp_job.time_s / j.time_s)
-            if w is not None:  # the figure `dse evaluate` gives, and the check that it is the same formula
+            if w is not None and not conv:  # the figure `dse evaluate` gives, checked to be the same formula
                 c = Configuration(workload=w, training=cfg.replace(warmup=WARMUP), hardware=HW, reference=HW,
                                   gp_fraction=f)
                 ev = evaluate_hardware(c, f)["models"][0]["speedup_same_hw"]

@@ -208,9 +208,9 @@ def _label_aware(name: str, lower: Callable, shape: Any, cfg: Any, net: Net, bat
     """The plan of a scheme that predicts the hidden layers' output gradients (efb, local, dni): ``lower``
     gives its extra ops; a GP step computes every hidden layer's weight gradient (and the output layer's
     true one) and updates them."""
-    tog = bool(getattr(cfg, "true_output_grad", True))
-    train, params, state = lower(net, batch, shape, train=True, true_output_grad=tog,
-                                 quality=bool(getattr(cfg, "adaptive", False)), word_bytes=word_bytes)
+    tog = cfg.true_output_grad
+    train, params, state = lower(net, batch, shape, train=True, true_output_grad=tog, quality=cfg.adaptive,
+                                 word_bytes=word_bytes)
     gp, _, _ = lower(net, batch, shape, train=False, true_output_grad=tog, word_bytes=word_bytes)
     extra, out = _true_output_rows(net, batch, tog)
     layers = tuple(sorted(tuple(hidden_layers(net, true_output_grad=tog)) + out))
@@ -220,7 +220,7 @@ def _label_aware(name: str, lower: Callable, shape: Any, cfg: Any, net: Net, bat
 
 
 def _efb(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
-    shape = EFBShape(rank=int(getattr(cfg, "efb_rank", EFBShape.rank)))
+    shape = EFBShape(rank=cfg.efb_rank)
     return _label_aware("efb", efb_ops, shape, cfg, net, batch, word_bytes, overlap="after_forward",
                         keeps_stash=True)
 
@@ -268,7 +268,7 @@ def local_ops(net: Net, batch: int, shape: LocalShape, *, train: bool, true_outp
 
 
 def _local(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
-    shape = LocalShape(width=int(getattr(cfg, "local_width", LocalShape.width)))
+    shape = LocalShape(width=cfg.local_width)
     return _label_aware("local", local_ops, shape, cfg, net, batch, word_bytes, overlap="per_layer",
                         keeps_stash=False)
 
@@ -313,19 +313,18 @@ def dni_ops(net: Net, batch: int, shape: DNIShape, *, train: bool, true_output_g
 
 
 def _dni(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
-    shape = DNIShape(kernel=int(getattr(cfg, "dni_kernel", DNIShape.kernel)))
-    return _label_aware("dni", dni_ops, shape, cfg, net, batch, word_bytes, overlap="per_layer",
+    # the surrogate's dense modules (a convolutional module is a what-if of dni_ops, not a training knob)
+    return _label_aware("dni", dni_ops, DNIShape(), cfg, net, batch, word_bytes, overlap="per_layer",
                         keeps_stash=False)
 
 
 # -- adagp -------------------------------------------------------------------------------------------------
 def adagp_shape(cfg: Any) -> PredictorShape:
     """ADA-GP's predictor shape from the training knobs (the same knobs size the surrogate's predictor)."""
-    features = 2 if getattr(cfg, "pred_features", "level") == "both" else 1  # level and deviation maps
+    features = 2 if cfg.pred_features == "both" else 1  # level and deviation maps side by side
     return PredictorShape(inputs=cfg.pred_input * features, hidden=(cfg.pred_width,) * cfg.pred_hidden_layers,
                           head=cfg.pred_head or None, layer_code=cfg.pred_layer_code,
-                          factored=getattr(cfg, "pred_output", "row") == "factored",
-                          train_steps=getattr(cfg, "pred_steps", 1))
+                          factored=cfg.pred_output == "factored", train_steps=cfg.pred_steps)
 
 
 def _adagp(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
@@ -342,13 +341,13 @@ def _empty(net: Net, batch: int, word_bytes: int) -> TrainingOps:
 
 
 def _null(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
-    extra, out = _true_output_rows(net, batch, bool(getattr(cfg, "true_output_grad", True)))
+    extra, out = _true_output_rows(net, batch, cfg.true_output_grad)
     return SchemePlan("null", _empty(net, batch, word_bytes), _ops(net, batch, word_bytes, extra),
                       gp_wgrad=out, gp_update=out, overlap="after_forward")
 
 
 def _null_momentum(cfg: Any, net: Net, batch: int, word_bytes: int) -> SchemePlan:
-    extra, out = _true_output_rows(net, batch, bool(getattr(cfg, "true_output_grad", True)))
+    extra, out = _true_output_rows(net, batch, cfg.true_output_grad)
     return SchemePlan("null_momentum", _empty(net, batch, word_bytes), _ops(net, batch, word_bytes, extra),
                       gp_wgrad=out, gp_update=tuple(predicted_layers(net)), overlap="after_forward")
 

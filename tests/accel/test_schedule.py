@@ -143,12 +143,10 @@ def test_predictor_shape_drives_its_cost():
 # every scheme's plan
 
 def _plan(net, scheme, **kw):
-    import types
-
     from models.schemes import scheme_plan
     from models.surrogate import SurrogateConfig
 
-    return scheme_plan(types.SimpleNamespace(**{**SurrogateConfig().to_dict(), "scheme": scheme, **kw}), net, BATCH)
+    return scheme_plan(SurrogateConfig(scheme=scheme, **kw), net, BATCH)
 
 
 def test_unknown_op_phases_raise_instead_of_costing_nothing():
@@ -194,11 +192,10 @@ def test_dedicated_unit_serves_every_scheme_and_is_never_slower(scheme):
     units = [(0, 0, 0.0), (8, 8, 24.0), (32, 32, 96.0), (64, 64, 192.0)]
     hws = HardwareArray.from_list([HW.replace(pred_rows=r, pred_cols=c, pred_kb=kb) for r, c, kb in units])
     net = build("resnet18", dataset="cifar10")
-    kw = {"dni_kernel": 3} if scheme == "dni" else {}
-    s = step_costs(net.training_ops(BATCH), plan=_plan(net, scheme, **kw), hw=hws)
+    s = step_costs(net.training_ops(BATCH), plan=_plan(net, scheme), hw=hws)
     for step in (s.scheme_bp, s.scheme_gp):
         assert (step.time_s[1:] <= step.time_s[0] * (1 + 1e-12)).all()
-    if scheme != "dni":  # (3x3 modules as large as the layers gain nothing from a unit with small buffers)
+    if scheme != "dni":  # (dense modules far larger than the layers gain nothing from a small unit's buffers)
         # a large unit hides the feedback / heads behind the main array's work
         assert s.scheme_gp.time_s[-1] < s.scheme_gp.time_s[0]
 

@@ -148,17 +148,29 @@ def test_dni_gp_step_costs_its_modules_not_adagps_predictor():
     assert row["speedup_same_hw"] < 1 < ada["speedup_same_hw"]
 
 
-@pytest.mark.parametrize("scheme", ["null"])
+@pytest.mark.parametrize("scheme", ["null", "null_momentum", "truncated"])
 def test_controls_cost_no_predictor(scheme):
+    import numpy as np
+
     from dse.evaluate import evaluate_hardware
     from models.zoo import build
 
     cfg = _scheme_cfg(scheme)
     net = build("resnet18", dataset="cifar10")
     weighted = [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.params]
-    updated = weighted if scheme == "null_momentum" else weighted[-1:]
-    _, expected = _by_hand_gp_ms(cfg, [], [3 * cfg.workload.batch * 10], weighted[-1:], updated)
+    updated = {"null": weighted[-1:], "null_momentum": weighted, "truncated": weighted[-2:]}[scheme]
     row = evaluate_hardware(cfg, 0.5)["models"][0]
+    if scheme == "truncated":
+        # backprop one layer deep: the classifier's input gradient, the vector backward between the two
+        # layers (pool, relu, residual add, norm), two weight gradients, two updates
+        ops = net.training_ops(cfg.workload.batch)
+        fc, below = weighted[-1], weighted[-2]
+        extra = [(ops.M[i], ops.K[i], ops.N[i]) for i in np.flatnonzero((ops.phase == "igrad") & (ops.layer == fc))]
+        between = (ops.phase == "bwd_vec") & (ops.layer > below) & (ops.layer < fc)
+        vec = list(ops.vec_elems[between]) + [3 * cfg.workload.batch * 10]
+        _, expected = _by_hand_gp_ms(cfg, extra, vec, updated, updated)
+    else:
+        _, expected = _by_hand_gp_ms(cfg, [], [3 * cfg.workload.batch * 10], weighted[-1:], updated)
     assert row["step_ms_gp"] == pytest.approx(expected, rel=1e-9)
     assert row["predictor_params"] == 0 and row["step_ms_scheme_bp"] == pytest.approx(row["step_ms_bp"])
 
@@ -169,38 +181,38 @@ def test_efb_gp_step_costs_feedback_weight_gradients_and_the_stash():
     stash on chip (first check) the step is the sum of those ops; on a small chip it keeps BP's whole
     activation stash in DRAM (second check)."""
     import dataclasses
-    import types
 
     import numpy as np
 
     from accel.schedule import step_costs
+    from dse.evaluate import evaluate_hardware
     from models.schemes import scheme_plan
-    from models.surrogate import SurrogateConfig
-
-    cfg = _scheme_cfg("adagp")
-    b, r = cfg.workload.batch, 3
     from models.zoo import build
 
+    r = 3
+    cfg = _scheme_cfg("efb", efb_rank=r)
+    b = cfg.workload.batch
     net = build("resnet18", dataset="cifar10")
     weighted = [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.params]
     sizes = [math.prod(net.layers[i].out) for i in weighted[:-1]]
     gemms = [g for d in sizes for g in ((b, 10, r), (b, r, d))]
     vec = [3 * b * d for d in sizes] + [3 * b * 10, 3 * b * 10]  # masks, the error, the classifier's dlogits
     _, expected = _by_hand_gp_ms(cfg, gemms, vec, weighted, weighted)
-    knobs = types.SimpleNamespace(**{**SurrogateConfig().to_dict(), "scheme": "efb", "efb_rank": r})
-    plan = scheme_plan(knobs, net, b)
+    row = evaluate_hardware(cfg, 0.5)["models"][0]
+    assert row["step_ms_gp"] == pytest.approx(expected, rel=1e-9)
+    assert row["predictor_params"] == sum(10 * r + r * d for d in sizes)
+    ada = evaluate_hardware(_scheme_cfg("adagp"), 0.5)["models"][0]
+    # (at batch 8 the refit after every BP step, independent of the batch, costs more than GP steps save)
+    assert row["speedup_same_hw"] < ada["speedup_same_hw"]
+    # on a small chip: BP's off-chip stash (the layers before the last ones whose summed stash fits the
+    # chip's SRAM), written in the forward and read back
+    plan = scheme_plan(cfg.training, net, b)
     ops = net.training_ops(b)
-    s = step_costs(ops, plan=plan, hw=cfg.hardware)
-    assert s.scheme_gp.time_s * 1e3 == pytest.approx(expected, rel=1e-9)
-    assert s.scheme_gp.parts_s["stash"] == 0.0
     small = cfg.hardware.replace(ifmap_kb=64.0, filter_kb=64.0, ofmap_kb=64.0)
     s = step_costs(ops, plan=plan, hw=small)
-    assert s.scheme_gp.parts_s["stash"] > 0
     no_stash = step_costs(ops, plan=dataclasses.replace(plan, gp_stash=()), hw=small)
-    # BP's off-chip stash (the layers before the last ones whose summed stash fits the chip's SRAM),
-    # written in the forward and read back
     per_layer = np.bincount(ops.layer, weights=ops.stash_bytes, minlength=len(net.layers))
     cap = (small.ifmap_kb + small.filter_kb + small.ofmap_kb) * 1024
     off = per_layer[np.cumsum(per_layer[::-1])[::-1] > cap].sum()
-    assert off > 0
+    assert off > 0 and s.scheme_gp.parts_s["stash"] > 0
     assert s.scheme_gp.dram_bytes - no_stash.scheme_gp.dram_bytes == pytest.approx(2 * off, rel=1e-9)

@@ -4,14 +4,13 @@ semantics say (the surrogate's schemes, models.surrogate.schemes, have their own
 from __future__ import annotations
 
 import math
-import types
-
 import numpy as np
 import pytest
 
 from accel.schedule import EXTRA_PHASES
 from models.predictor import predicted_layers
-from models.schemes import SCHEMES, DNIShape, EFBShape, LocalShape, hidden_layers, output_layer, scheme_plan
+from models.schemes import (SCHEMES, DNIShape, EFBShape, LocalShape, dni_ops, hidden_layers, output_layer,
+                            scheme_plan)
 from models.surrogate import SurrogateConfig
 from models.zoo import build, names
 
@@ -19,8 +18,7 @@ BATCH = 4
 
 
 def knobs(scheme, **kw):
-    """Training knobs with the scheme's size fields (a SurrogateConfig's fields plus any given)."""
-    return types.SimpleNamespace(**{**SurrogateConfig().to_dict(), "scheme": scheme, **kw})
+    return SurrogateConfig(scheme=scheme, **kw)
 
 
 @pytest.mark.parametrize("name", names())
@@ -65,8 +63,8 @@ def test_size_knobs_drive_parameters_closed_form():
         pooled = [net.layers[i].out[0] * min(w, net.layers[i].out[1]) * min(w, net.layers[i].out[2])
                   for i in hidden]
         assert scheme_plan(knobs("local", local_width=w), net, BATCH).params == sum(f * 10 + 10 for f in pooled)
-    conv = scheme_plan(knobs("dni", dni_kernel=3), net, BATCH)
-    assert conv.params == sum((net.layers[i].out[0] + 10) * 9 * net.layers[i].out[0] + net.layers[i].out[0]
+    _, conv, _ = dni_ops(net, BATCH, DNIShape(kernel=3), train=True)  # the convolutional what-if
+    assert conv == sum((net.layers[i].out[0] + 10) * 9 * net.layers[i].out[0] + net.layers[i].out[0]
                               for i in hidden)
 
 
@@ -90,8 +88,10 @@ def test_bad_sizes(bad):
 
 
 def test_unknown_scheme_names_the_known_ones():
+    import types
+
     with pytest.raises(ValueError, match="efb"):
-        scheme_plan(knobs("bogus"), build("resnet18"), BATCH)
+        scheme_plan(types.SimpleNamespace(scheme="bogus"), build("resnet18"), BATCH)
 
 
 @pytest.mark.parametrize("network", ["cnn", "cnn_pool", "mlp"])
