@@ -105,7 +105,7 @@ def run(
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
         raise typer.Exit(130)
-    if not res["complete"] and res["finished"]:
+    if not res["complete"] and (res["finished"] or res.get("exhausted")):
         from dse.study import storage_url
 
         _all_failed(spec, storage_url(spec, storage, journal=workers > 1), study_file)
@@ -115,8 +115,17 @@ def _all_failed(spec, storage, study_file) -> None:
     """Every trial failed: a one-line error with the most common reason (exit 2)."""
     from dse.study import open_study
 
+    import optuna
+
+    study = open_study(spec, storage, create=False)
+    trials = study.get_trials(deepcopy=False)
+    try:  # the hybrid's training settings (its outer study), when none reached the main study
+        trials += optuna.load_study(study_name=f"{spec.name}.training", storage=study._storage).get_trials(
+            deepcopy=False)
+    except Exception:  # noqa: BLE001 - a joint study has none
+        pass
     reasons: dict[str, int] = {}
-    for t in open_study(spec, storage, create=False).get_trials(deepcopy=False):
+    for t in trials:
         r = t.user_attrs.get("fail_reason")
         if r and not r.startswith("interrupted"):
             reasons[r] = reasons.get(r, 0) + 1

@@ -216,7 +216,7 @@ def orphans(study, grace: float = ORPHAN_GRACE_S) -> tuple[list, list]:
             continue
         record = t.user_attrs.get("worker")
         alive = owner_alive(record) if record else None
-        if alive is False:
+        if alive is False or record == owner():  # called between trials: one of this process is a leftover
             running.append(t)
         elif record is None and t.datetime_start is not None and \
                 (now - t.datetime_start).total_seconds() > grace:

@@ -19,6 +19,7 @@ copies readable, and storage faults (disk full, read-only, permission) named for
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import logging
@@ -409,6 +410,7 @@ def readable_copy(url: str) -> str:
     if path is None or not url.startswith("sqlite:///") or not path.exists() or _writable(path):
         return url
     tmp = Path(tempfile.mkdtemp(prefix="dse-readonly-"))
+    atexit.register(shutil.rmtree, tmp, True)
     for suffix in ("", "-wal"):
         src = Path(str(path) + suffix)
         if src.exists():

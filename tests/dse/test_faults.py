@@ -350,13 +350,11 @@ def test_a_worker_that_cannot_be_started_stops_the_others(tmp_path, monkeypatch)
 
 
 def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
-    text = FAST_STUDY.replace('network = "mlp"\nepochs = 2', 'network = "cnn"\nepochs = 3').replace(
-        "pred_width = [8, 32]", "pred_width = { low = 1, high = 1000 }")  # trials that train (seconds)
-    f = _study(tmp_path, text)
+    f = _study(tmp_path)
     spec = load_study(f)
-    p = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(f), "--workers", "2", "-q", "--trials", "40"],
-                         env=_env(DSE_CACHE_DIR=str(tmp_path / "cache")), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+    run(spec, storage=f"sqlite:///{tmp_path / 'warm.db'}", trials=2)  # the surrogate cache holds both settings
+    p = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(f), "--workers", "2", "-q", "--trials", "2000"],
+                         env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"journal:///{tmp_path / 'tiny.journal'}"
     pids: set[int] = set()
     t0 = time.time()
@@ -373,7 +371,7 @@ def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
     p.wait()
     try:
         t0 = time.time()
-        while time.time() - t0 < 60 and any(_alive(q) for q in pids):
+        while time.time() - t0 < 20 and any(_alive(q) for q in pids):
             time.sleep(0.2)
         assert not any(_alive(q) for q in pids), "a worker outlived its killed parent"
     finally:
