@@ -1,8 +1,10 @@
 """What keeps a run's storage consistent whatever stops it: signals, dead workers, queued trials, faults.
 
 - :class:`Guard` (installed for a run by :func:`guarded`): SIGINT and SIGTERM set a flag while Optuna does
-  its bookkeeping (asking for a trial, recording its result) and raise ``KeyboardInterrupt`` only inside an
-  objective's own work (:meth:`Guard.raising`) or between trials (:meth:`Guard.check`). A trial is therefore never left
+  its bookkeeping (asking for a trial, recording its result: any code with an Optuna frame on the stack) and
+  raise ``KeyboardInterrupt`` inside an objective's own work (:meth:`Guard.raising`), in dse's own code
+  between trials, or when a deferred signal is delivered again 0.2 s later (:meth:`Guard.check` raises it
+  at once). A trial is therefore never left
   RUNNING without its owner's record, and a second Ctrl-C cannot break Optuna's own code.
 - :func:`queue`: enqueue a trial marked with the process that queued it; :func:`drop_queued` fails this
   process's WAITING trials when its run ends, and :func:`orphans` finds RUNNING and WAITING trials that no
@@ -89,17 +91,39 @@ def owner_alive(record: str) -> bool | None:
 class Guard:
     """One run's signals and faults (see the module docstring)."""
 
+    #: seconds after which a deferred signal is delivered again (Optuna's bookkeeping takes milliseconds)
+    REDELIVER_S = 0.2
+
     def __init__(self) -> None:
         self.pending = False
         self._armed = False
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self.fault: BaseException | None = None
         self.studies: list = []
 
     def _handler(self, signum, frame) -> None:
         self.pending = True
-        if self._armed:
+        if self._closed:  # the run is cleaning up (failing its queued trials): let it finish
+            return
+        if self._armed or not _in_optuna(frame):
             self._armed = False  # a second signal, during the bookkeeping that follows, is deferred
             raise KeyboardInterrupt
+        # inside Optuna's bookkeeping (asking, telling, recording attributes): deliver it again shortly, so
+        # that it stops the run once the bookkeeping is over even if no one calls check()
+        if not self._closed and (self._timer is None or not self._timer.is_alive()):
+            self._timer = threading.Timer(self.REDELIVER_S, self._redeliver, (signum,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _redeliver(self, signum) -> None:
+        if not self._closed:
+            os.kill(os.getpid(), signum)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
 
     @contextmanager
     def raising(self):
@@ -126,6 +150,15 @@ class Guard:
         """Fail ``study``'s WAITING trials queued by this process when the run ends."""
         self.studies.append(study)
         return study
+
+
+def _in_optuna(frame) -> bool:
+    """Whether the interrupted code runs inside Optuna (its bookkeeping, or an objective called by it)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("optuna"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 #: the guard of the run in progress in this process (objectives use it; outside a run, a guard that never
@@ -161,6 +194,7 @@ def guarded(url: str | None = None):
             raise fault from None
         raise
     finally:
+        guard.close()
         try:
             for study in guard.studies:
                 drop_queued(study)
