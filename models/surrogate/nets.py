@@ -64,10 +64,22 @@ class Net:
         return np.concatenate(out)
 
 
-def build_network(name: str, width: int, in_len: int, n_classes: int, rng, dtype=np.float32) -> Net:
+def build_network(name: str, width: int, in_len, n_classes: int, rng, dtype=np.float32):
     """``cnn``: three conv(k=5, stride 2, pad 2)+ReLU of ``width`` channels, flatten, linear.
     ``cnn_pool``: three conv(k=5, stride 1, pad 2)+ReLU each followed by max-pool(2), flatten, linear.
-    ``mlp``: linear+ReLU (``width``), linear+ReLU (``width``), linear. Input ``(batch, in_len, 1)``."""
+    ``mlp``: linear+ReLU (``width``), linear+ReLU (``width``), linear. Input ``(batch, in_len, 1)``.
+    ``resnet`` (2-D images only, ``in_len = (height, width)``): :class:`models.surrogate.nets2d.ResNet`,
+    stages of ``width``, ``2 width``, ``4 width`` channels at strides 2, 2, 2 after a stride-1 stem."""
+    shape = (in_len,) if isinstance(in_len, (int, np.integer)) else tuple(in_len)
+    if name == "resnet":
+        if len(shape) != 2:
+            raise ValueError(f"network: 'resnet' needs an image task such as 'fashion' (got inputs of shape {shape})")
+        from models.surrogate.nets2d import ResNet
+
+        return ResNet(width, shape, n_classes, rng, dtype=dtype, stage1_stride=2)
+    if len(shape) != 1 and name != "mlp":
+        raise ValueError(f"network: {name!r} is 1-D; an image task needs 'resnet' or 'mlp' (got inputs of shape {shape})")
+    in_len = int(np.prod(shape))
     layers = []
     if name in ("cnn", "cnn_pool"):
         c, length = 1, in_len
@@ -90,5 +102,5 @@ def build_network(name: str, width: int, in_len: int, n_classes: int, rng, dtype
             Linear(width, n_classes, relu=False, rng=rng, dtype=dtype),
         ]
     else:
-        raise ValueError(f"network: one of 'cnn', 'cnn_pool', 'mlp' (got {name!r})")
-    return Net(layers, (in_len, 1))
+        raise ValueError(f"network: one of 'cnn', 'cnn_pool', 'mlp', 'resnet' (got {name!r})")
+    return Net(layers, (*shape, 1))

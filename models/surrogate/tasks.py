@@ -1,5 +1,7 @@
 """Offline tasks: MNIST-1D (generated with ``mnist1d``'s ``make_dataset``, never its download path) and
-scikit-learn's bundled digits. Each is built once and cached as ``.npz`` under the cache directory."""
+scikit-learn's bundled digits, each built once and cached as ``.npz`` under the cache directory; and
+``fashion``, a fixed class-balanced 14x14 subset of Fashion-MNIST shipped in the package
+(``models/surrogate/data/fashion-mnist-14.npz``, MIT licence, rebuilt by ``tools/build_fashion_subset.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Task", "load_task", "cache_dir", "CacheError"]
+__all__ = ["Task", "load_task", "cache_dir", "CacheError", "data_path", "TASK_NAMES"]
 
 _MEMO: dict[str, "Task"] = {}
 
@@ -37,7 +39,8 @@ def cache_error(path: Path, e: OSError) -> CacheError:
 
 @dataclass(frozen=True)
 class Task:
-    """A classification task as float32 ``(n, length, 1)`` inputs and int64 labels."""
+    """A classification task as float32 channels-last inputs, ``(n, length, 1)`` for a 1-D task and
+    ``(n, height, width, 1)`` for an image task, and int64 labels."""
 
     name: str
     x: np.ndarray
@@ -49,6 +52,16 @@ class Task:
     @property
     def length(self) -> int:
         return self.x.shape[1]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """One input's shape without the channel axis: ``(length,)`` or ``(height, width)``."""
+        return tuple(self.x.shape[1:-1])
+
+    @property
+    def ndim(self) -> int:
+        """1 for a 1-D task, 2 for an image task."""
+        return self.x.ndim - 2
 
 
 def _make_mnist1d() -> dict[str, np.ndarray]:
@@ -76,11 +89,44 @@ def _make_digits() -> dict[str, np.ndarray]:
 
 _MAKERS = {"mnist1d": ("mnist1d-v1", _make_mnist1d), "digits": ("digits-v1", _make_digits)}
 
+#: Shipped image tasks: name -> file in ``models/surrogate/data``.
+PACKAGED = {"fashion": "fashion-mnist-14.npz"}
+TASK_NAMES = tuple(_MAKERS) + tuple(PACKAGED)
+
+
+def data_path(name: str) -> Path:
+    """The shipped archive of an image task."""
+    return Path(__file__).resolve().parent / "data" / PACKAGED[name]
+
+
+def _load_packaged(name: str) -> "Task":
+    """A shipped image task: uint8 pixels scaled to [0, 1], then standardized by the training set's mean and
+    standard deviation (one scalar each); shape ``(n, H, W, 1)``."""
+    path = data_path(name)
+    try:
+        with np.load(path) as f:
+            arrays = {k: f[k] for k in ("x", "y", "x_test", "y_test")}
+    except (OSError, KeyError, ValueError) as exc:
+        raise ValueError(f"task {name!r}: its data file {path} is missing or damaged ({exc}); reinstall the "
+                         f"package or rebuild it with tools/build_fashion_subset.py") from None
+    x = arrays["x"].astype(np.float64) / 255.0
+    mean, std = float(x.mean()), float(x.std())
+    def norm(a):
+        return ((a.astype(np.float64) / 255.0 - mean) / std).astype(np.float32)[..., None]
+    return Task(name=name, x=norm(arrays["x"]), y=arrays["y"].astype(np.int64), x_test=norm(arrays["x_test"]),
+                y_test=arrays["y_test"].astype(np.int64))
+
 
 def load_task(name: str) -> Task:
-    """The task's arrays, generated on first use and cached in ``cache_dir()/data``."""
+    """The task's arrays: a shipped image task read from the package, the others generated on first use and
+    cached in ``cache_dir()/data``."""
+    if name in PACKAGED:
+        key = f"packaged:{name}"
+        if key not in _MEMO:
+            _MEMO[key] = _load_packaged(name)
+        return _MEMO[key]
     if name not in _MAKERS:
-        raise ValueError(f"task: one of {', '.join(repr(k) for k in _MAKERS)} (got {name!r})")
+        raise ValueError(f"task: one of {', '.join(repr(k) for k in TASK_NAMES)} (got {name!r})")
     fname, make = _MAKERS[name]
     path = cache_dir() / "data" / f"{fname}.npz"
     key = str(path)

@@ -10,6 +10,8 @@ import pytest
 
 from models.surrogate import SurrogateConfig, evaluate
 from models.surrogate.config import RULES
+from models.surrogate.gradcheck import check_layer as _check_layer
+from models.surrogate.gradcheck import numerical_gradient as _num_grad
 from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d, softmax_cross_entropy
 from models.surrogate.nets import build_network
 from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, pool_matrix
@@ -21,38 +23,6 @@ FAST = dict(task="digits", epochs=2, batch_size=32)
 
 # ---------------------------------------------------------------------------------------------------------
 # gradient checks (float64, central differences)
-
-
-def _num_grad(f, arr, eps=1e-6):
-    g = np.zeros_like(arr)
-    it = np.nditer(arr, flags=["multi_index"])
-    for _ in it:
-        i = it.multi_index
-        old = arr[i]
-        arr[i] = old + eps
-        fp = f()
-        arr[i] = old - eps
-        fm = f()
-        arr[i] = old
-        g[i] = (fp - fm) / (2 * eps)
-    return g
-
-
-def _check_layer(layer, x, rng):
-    """Loss = sum(out * R): analytic dW, db, dx must match finite differences."""
-    out = layer.forward(x)
-    R = rng.standard_normal(out.shape)
-    dx = layer.backward(R.copy(), need_dx=True)
-
-    def loss():
-        return float((layer.forward(x) * R).sum())
-
-    np.testing.assert_allclose(dx, _num_grad(loss, x), rtol=1e-5, atol=1e-7)
-    if layer.has_params:
-        layer.forward(x)
-        layer.backward(R.copy())
-        np.testing.assert_allclose(layer.dW, _num_grad(loss, layer.W), rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(layer.db, _num_grad(loss, layer.b), rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize(
