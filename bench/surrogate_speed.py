@@ -6,7 +6,14 @@
    current implementation (zero padding into a kept buffer) against the previous one (``np.pad`` on every
    forward, kept here only as the baseline), checked to give identical arrays.
 
+3. ``--fashion``: instead, one plain-BP run per seed of the image proxy (``studies/surrogate-fashion.toml``:
+   the residual CNN on the 14x14 Fashion-MNIST subset), targets at most 15 s and at least 85% test
+   accuracy; ``--schemes`` adds one run (seed 0) of each named scheme or control on it. Each timing prints
+   the wall time, the process's CPU time and the load average: on a loaded machine the wall time is an upper
+   bound, the CPU time what the run itself costs.
+
     python bench/surrogate_speed.py [--scheme efb] [--seeds 1] [--repeat 20]
+    python bench/surrogate_speed.py --fashion [--seeds 1] [--schemes adagp efb local dni null null_momentum truncated]
 
 Uses a fresh temporary cache directory (so the first call really trains; the MNIST-1D data set is
 generated once beforehand and its time reported separately). Prints ``uptime``: on a loaded machine the
@@ -80,8 +87,13 @@ def main() -> None:
     ap.add_argument("--scheme", default="efb", help="scheme of the timed run (default efb)")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=20, help="cache-hit repetitions (median reported)")
+    ap.add_argument("--fashion", action="store_true", help="time plain BP on the image proxy instead")
+    ap.add_argument("--schemes", nargs="*", default=[], help="with --fashion: also time these schemes/controls")
     args = ap.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    if args.fashion:
+        fashion(args.seeds, args.schemes)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSE_CACHE_DIR"] = tmp
         from models.surrogate import SurrogateConfig, evaluate
@@ -115,6 +127,40 @@ def main() -> None:
               f"gp_fraction {d['gp_fraction']:.3f}")
     conv_bench()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def _load() -> str:
+    la = os.getloadavg()
+    return f"load average {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} on {os.cpu_count()} cores"
+
+
+def fashion(n_seeds: int, schemes: list[str]) -> None:
+    """Plain BP on the image proxy, one run per seed, then one run per named scheme (seed 0)."""
+    from models.surrogate import SurrogateConfig
+    from models.surrogate.tasks import load_task
+    from models.surrogate.train import phases_to_mask, train_run
+
+    cfg = SurrogateConfig.from_toml(Path(__file__).resolve().parents[1] / "studies" / "surrogate-fashion.toml")
+    t = time.perf_counter()
+    load_task(cfg.task)
+    print(f"data set loading ({cfg.task}, from the package): {time.perf_counter() - t:.2f} s")
+    print(f"proxy: {cfg.task}, {cfg.network} width {cfg.width}, {cfg.epochs} epochs, batch {cfg.batch_size}")
+    for seed in range(n_seeds):
+        w, c = time.perf_counter(), time.process_time()
+        r = train_run(cfg.replace(scheme="bp"), "bp", seed)
+        w, c = time.perf_counter() - w, time.process_time() - c
+        print(f"bp, seed {seed}: wall {w:.2f} s, CPU {c:.2f} s (target <= 15 s); proxy test accuracy "
+              f"{r['accuracy']:.2f} % (target >= 85 %); {r['network_params']} parameters; {_load()}")
+    mask = None
+    for name in schemes:
+        sub = cfg.replace(scheme=name) if name not in ("null", "null_momentum", "truncated") else cfg
+        if name in ("null", "null_momentum", "truncated") and mask is None:
+            mask = phases_to_mask(train_run(cfg, cfg.scheme, 0)["phases"])
+        w, c = time.perf_counter(), time.process_time()
+        r = train_run(sub, name, 0, replay=mask if name in ("null", "null_momentum", "truncated") else None)
+        w, c = time.perf_counter() - w, time.process_time() - c
+        print(f"{name}, seed 0, GP {r['gp_fraction']:.2f}: wall {w:.2f} s, CPU {c:.2f} s; proxy test accuracy "
+              f"{r['accuracy']:.2f} %; {_load()}")
 
 
 if __name__ == "__main__":

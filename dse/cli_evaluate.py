@@ -76,6 +76,6 @@ def evaluate(
     src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
     typer.echo(f"GP fraction {m['gp_fraction']:.3f} of post-warm-up steps ({src}); warm-up {s['warmup']:.2f}")
     if "accuracy" in m:
-        typer.echo(f"surrogate accuracy {m['accuracy']:.2f}% (drop {m['accuracy_drop']:+.2f} points vs BP, "
-                   f"predictor gain {m['predictor_gain']:+.2f} points vs the null control; proxy task "
-                   f"{cfg.training.task}, not the zoo model)")
+        typer.echo(f"proxy accuracy {m['accuracy']:.2f}% (drop {m['accuracy_drop']:+.2f} points vs BP, "
+                   f"predictor gain {m['predictor_gain']:+.2f} points vs the null control), measured on the "
+                   f"proxy {cfg.training.proxy}, not on the zoo models")

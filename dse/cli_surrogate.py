@@ -88,13 +88,14 @@ def surrogate(
         res = evaluate(cfg, seeds=seed_list, progress=tick)
     d = res.to_dict()
 
-    summary = Table(title=f"surrogate: {cfg.scheme} on {cfg.task} ({cfg.network}, {cfg.epochs} epochs), "
-                          f"seeds {seed_list[0]}..{seed_list[-1]}" + (" [cached]" if d["cached"] else ""))
+    summary = Table(title=f"surrogate: {cfg.scheme}, proxy {cfg.proxy} (the proxy's budget), "
+                          f"seeds {seed_list[0]}..{seed_list[-1]}" + (" [cached]" if d["cached"] else ""),
+                    caption=f"Accuracies are the proxy's ({cfg.proxy}), not a workload's.")
     for col in ("metric", "mean", "std (over seeds)"):
         summary.add_column(col, justify="right" if col != "metric" else "left")
-    rows = [("accuracy (%)", d["accuracy"], d["accuracy_std"]),
-            ("accuracy_bp (%)", d["accuracy_bp"], d["accuracy_bp_std"])]
-    rows += [(f"accuracy_{c} (%)", d[f"accuracy_{c}"], d[f"accuracy_{c}_std"]) for c in CONTROLS]
+    rows = [("proxy accuracy (%)", d["accuracy"], d["accuracy_std"]),
+            ("proxy accuracy_bp (%)", d["accuracy_bp"], d["accuracy_bp_std"])]
+    rows += [(f"proxy accuracy_{c} (%)", d[f"accuracy_{c}"], d[f"accuracy_{c}_std"]) for c in CONTROLS]
     rows += [("accuracy_drop (points)", d["accuracy_drop"], d["accuracy_drop_std"])]
     rows += [(f"{GAIN_KEYS[c]} (points)", d[GAIN_KEYS[c]], d[f"{GAIN_KEYS[c]}_std"]) for c in CONTROLS]
     rows += [("gp_fraction (0-1)", d["gp_fraction"], d["gp_fraction_std"])]
@@ -113,7 +114,7 @@ def surrogate(
 
     tl = Table(title=f"phase timeline, seed {d['seeds'][0]} (warm-up {d['warmup_steps']} of {d['steps']} steps)")
     for col in ("epoch", "GP steps", "post-warm-up", "cos", "relerr", "cos large", "loss decr.", "loss",
-                "test acc (%)"):
+                "proxy test acc (%)"):
         tl.add_column(col, justify="right")
     for e in d["timeline"]:
         tl.add_row(str(e["epoch"]), str(e["gp_steps"]), str(e["post_warmup_steps"]), _fmt(e["cos"], ".3f"),

@@ -318,6 +318,7 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dic
     if sur is not None:
         for k in ("accuracy", "accuracy_drop", "predictor_gain"):
             metrics[k] = float(sur[k])
+        out["proxy"] = sur["proxy"]  # the accuracy figures are this proxy's, not the zoo models'
     out["metrics"] = metrics
     out["surrogate"] = sur
     return out

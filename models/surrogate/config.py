@@ -15,13 +15,16 @@ from typing import Any, Mapping
 
 __all__ = ["SurrogateConfig", "TASKS", "TASK_CLASSES", "NETWORKS", "SCHEMES", "load_training_table"]
 
-TASKS = ("mnist1d", "digits")
-NETWORKS = ("cnn", "cnn_pool", "mlp")
+TASKS = ("mnist1d", "digits", "fashion")
+NETWORKS = ("cnn", "cnn_pool", "mlp", "resnet")
+#: Image tasks (inputs ``(H, W, 1)``): they need an image network.
+IMAGE_TASKS = ("fashion",)
+IMAGE_NETWORKS = ("resnet", "mlp")
 #: the configurable gradient schemes (``models.surrogate.schemes`` registers each); the last four are the
 #: reference (plain BP) and the controls, each as the control of ADA-GP's run with the same knobs
 SCHEMES = ("adagp", "efb", "local", "dni", "bp", "null", "null_momentum", "truncated")
 #: classes of each task (``efb_rank`` is at most this)
-TASK_CLASSES = {"mnist1d": 10, "digits": 10}
+TASK_CLASSES = {"mnist1d": 10, "digits": 10, "fashion": 10}
 PRED_FEATURES = ("level", "deviation", "both")
 PRED_OUTPUTS = ("row", "factored")
 
@@ -210,6 +213,12 @@ class SurrogateConfig:
         classes = TASK_CLASSES[self.task]
         if self.efb_rank > classes:
             raise ValueError(f"efb_rank: an integer from 1 to the task's {classes} classes (got {self.efb_rank})")
+        if self.task in IMAGE_TASKS and self.network not in IMAGE_NETWORKS:
+            raise ValueError(f"network: {' or '.join(repr(n) for n in IMAGE_NETWORKS)} for the image task "
+                             f"{self.task!r} (got {self.network!r})")
+        if self.task not in IMAGE_TASKS and self.network == "resnet":
+            raise ValueError(f"network: 'resnet' needs an image task ({', '.join(repr(t) for t in IMAGE_TASKS)}) "
+                             f"(got task {self.task!r})")
         if self.gp_phase_min > self.gp_phase_max:
             raise ValueError(
                 f"gp_phase_min: at most gp_phase_max ({self.gp_phase_max}) (got {self.gp_phase_min})"
@@ -257,6 +266,12 @@ class SurrogateConfig:
     @classmethod
     def from_toml(cls, path: str | Path, table: str = "training") -> "SurrogateConfig":
         return cls.from_dict(load_training_table(path, table))
+
+    @property
+    def proxy(self) -> str:
+        """What every accuracy figure of this setting is measured on: the proxy task, its network and its
+        training budget (not the workload's), e.g. ``"mnist1d / cnn, 10 epochs"``."""
+        return f"{self.task} / {self.network}, {self.epochs} epochs"
 
     def bp_key(self) -> dict[str, Any]:
         """The knobs the plain-BP reference depends on."""

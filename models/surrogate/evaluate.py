@@ -168,6 +168,9 @@ class SurrogateResult:
         first = self.runs[0]["scheme"]
         out = {
             "config": self.config.to_dict(),
+            # every accuracy below is the proxy's: this task and network after this many epochs
+            "proxy": {"task": self.config.task, "network": self.config.network, "epochs": self.config.epochs,
+                      "label": self.config.proxy},
             "scheme": self.config.scheme,
             "seeds": list(self.seeds),
             "accuracy": _mean(acc),

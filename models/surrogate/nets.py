@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d
 from models.surrogate.predictors import pool_matrix
 
-__all__ = ["Net", "build_network"]
+__all__ = ["Net", "build_network", "kept_statistics"]
+
+
+@contextmanager
+def kept_statistics(net):
+    """Run the network on other data (a probe, a diagnostic) without changing its state beyond the weights:
+    a network with batch norm (``running_stats`` / ``set_running_stats``) gets its running statistics back
+    on exit; for the 1-D networks, which have none, it does nothing."""
+    get = getattr(net, "running_stats", None)
+    saved = get() if get is not None else None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            net.set_running_stats(saved)
 
 
 class Net:
@@ -69,14 +85,15 @@ def build_network(name: str, width: int, in_len, n_classes: int, rng, dtype=np.f
     ``cnn_pool``: three conv(k=5, stride 1, pad 2)+ReLU each followed by max-pool(2), flatten, linear.
     ``mlp``: linear+ReLU (``width``), linear+ReLU (``width``), linear. Input ``(batch, in_len, 1)``.
     ``resnet`` (2-D images only, ``in_len = (height, width)``): :class:`models.surrogate.nets2d.ResNet`,
-    stages of ``width``, ``2 width``, ``4 width`` channels at strides 2, 2, 2 after a stride-1 stem."""
+    a stride-2 stem of ``width`` channels, then stages of ``width``, ``2 width``, ``4 width`` channels at
+    strides 1, 2, 2 (a 14x14 input: 7x7, 7x7, 4x4, 2x2)."""
     shape = (in_len,) if isinstance(in_len, (int, np.integer)) else tuple(in_len)
     if name == "resnet":
         if len(shape) != 2:
             raise ValueError(f"network: 'resnet' needs an image task such as 'fashion' (got inputs of shape {shape})")
         from models.surrogate.nets2d import ResNet
 
-        return ResNet(width, shape, n_classes, rng, dtype=dtype, stage1_stride=2)
+        return ResNet(width, shape, n_classes, rng, dtype=dtype, stem_stride=2, stage1_stride=1)
     if len(shape) != 1 and name != "mlp":
         raise ValueError(f"network: {name!r} is 1-D; an image task needs 'resnet' or 'mlp' (got inputs of shape {shape})")
     in_len = int(np.prod(shape))

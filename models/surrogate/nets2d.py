@@ -22,18 +22,9 @@ import numpy as np
 
 from models.surrogate.layers import Linear
 from models.surrogate.layers2d import ConvBN2d, GlobalAvgPool
+from models.surrogate.predictors import pool_matrix
 
 __all__ = ["ResNet", "ResidualBlock", "grid_pooling", "grid_shape"]
-
-def _pool_1d(length: int, size: int) -> np.ndarray:
-    """``(length, size)`` adaptive average pooling (as :func:`models.surrogate.predictors.pool_matrix`)."""
-    m = np.zeros((length, size), dtype=np.float32)
-    for j in range(size):
-        lo = (j * length) // size
-        hi = max(lo + 1, -(-((j + 1) * length) // size))
-        m[lo:hi, j] = 1.0 / (hi - lo)
-    return m
-
 
 def grid_shape(size: int) -> tuple[int, int]:
     """The factor pair ``(rows, cols)`` of ``size`` closest to square, rows <= cols (8 -> 2 x 4, 16 -> 4 x 4,
@@ -51,11 +42,11 @@ def grid_pooling(spatial_shape, size: int) -> np.ndarray:
     position; a 1-D length pools along it."""
     shape = tuple(int(s) for s in spatial_shape)
     if len(shape) == 0:
-        return _pool_1d(1, size)
+        return pool_matrix(1, size)
     if len(shape) == 1:
-        return _pool_1d(shape[0], size)
+        return pool_matrix(shape[0], size)
     (H, W), (r, c) = shape, grid_shape(size)
-    return np.kron(_pool_1d(H, r), _pool_1d(W, c))
+    return np.kron(pool_matrix(H, r), pool_matrix(W, c))
 
 
 class ResidualBlock:

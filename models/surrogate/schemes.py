@@ -51,6 +51,7 @@ from typing import Any, Optional
 import numpy as np
 
 from models.surrogate.layers import softmax_cross_entropy
+from models.surrogate.nets import kept_statistics
 from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, grad_matrix
 
 __all__ = ["GradientScheme", "Step", "REGISTRY", "CONTROLS", "DIAGNOSTICS", "make_scheme", "register",
@@ -401,7 +402,8 @@ class Oracle(GradientScheme):
     def begin_gp(self, step):
         n = len(self.task.x)
         idx = self.rng.choice(n, min(self.cfg.batch_size, n), replace=False)
-        _, d = softmax_cross_entropy(self.net.forward(self.task.x[idx]), self.task.y[idx])
+        with kept_statistics(self.net):  # another batch's forward must not move batch-norm statistics
+            _, d = softmax_cross_entropy(self.net.forward(self.task.x[idx]), self.task.y[idx])
         self.net.backward(d)
         self.g = [grad_matrix(l.dW, l.db) for l in step.layers]
 

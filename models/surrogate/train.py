@@ -26,7 +26,7 @@ import numpy as np
 
 from models.surrogate.config import SurrogateConfig
 from models.surrogate.layers import softmax_cross_entropy
-from models.surrogate.nets import build_network
+from models.surrogate.nets import build_network, kept_statistics
 from models.surrogate.predictors import grad_matrix
 from models.surrogate.schemes import Step, make_scheme, predicted_layers
 from models.surrogate.tasks import load_task
@@ -159,7 +159,7 @@ def _train(cfg, scheme_name, seed, replay, observer):
     task = load_task(cfg.task)
     init_rng = np.random.default_rng(seed)
     order_rng = np.random.default_rng([seed, 1])
-    net = build_network(cfg.network, cfg.width, task.length, task.n_classes, init_rng)
+    net = build_network(cfg.network, cfg.width, task.shape, task.n_classes, init_rng)
     scheme = make_scheme(scheme_name, cfg, net, task.n_classes, seed, task)
     players = net.param_layers
     out_layer = players[-1]
@@ -177,6 +177,9 @@ def _train(cfg, scheme_name, seed, replay, observer):
         vb *= mu
         vb += db
         layer.b -= lr * vb
+
+    extras = list(getattr(net, "extra_params", ()))
+    extra_vel = [np.zeros_like(getattr(u, p)) for u, p, _ in extras]
 
     n = len(task.x)
     bs = min(cfg.batch_size, n)
@@ -213,6 +216,7 @@ def _train(cfg, scheme_name, seed, replay, observer):
                 loss, d = softmax_cross_entropy(logits, yb)
                 net.backward(d)
                 true_g = [(l.dW, l.db) for l in players]
+                extra_g = [getattr(u, g) for u, _, g in extras]
                 trues = [grad_matrix(*true_g[vidx[id(l)]]) for l in predicted]
                 step = Step(net, predicted, yb, d, trues, t, float(lr), xb)
                 preds = scheme.bp_step(step)
@@ -240,6 +244,10 @@ def _train(cfg, scheme_name, seed, replay, observer):
                         n_probed += 1
                 for l, (dW, db) in zip(players, true_g):
                     update(l, dW, db)
+                for (u, p, _), g, v in zip(extras, extra_g, extra_vel):  # batch-norm scales: BP steps only
+                    v *= mu
+                    v += g
+                    getattr(u, p)[...] -= lr * v
             else:
                 step = Step(net, predicted, yb, None, None, t, float(lr), xb)
                 scheme.begin_gp(step)
@@ -309,7 +317,13 @@ def _probe(net, layers, task, idx, preds, trues, lr) -> list[float]:
     """Quality against the expected gradient, at the current weights, on the fixed probe subset: the
     cosine of the prediction (and, for scale, of the true minibatch gradient) with the subset's gradient,
     and the decrease of the subset's loss by one plain SGD step ``-lr * G`` of the predicted layers with
-    the prediction (and with the true minibatch gradient). Leaves the weights exactly as they were."""
+    the prediction (and with the true minibatch gradient). Leaves the weights exactly as they were, and
+    batch-norm running statistics too."""
+    with kept_statistics(net):
+        return _probe_at(net, layers, task, idx, preds, trues, lr)
+
+
+def _probe_at(net, layers, task, idx, preds, trues, lr) -> list[float]:
     xs, ys = task.x[idx], task.y[idx]
     logits = net.forward(xs)
     base, d = softmax_cross_entropy(logits, ys)

@@ -78,6 +78,16 @@ def test_without_a_what_if_the_surrogate_sets_the_gp_fraction(tmp_path, capsys):
     assert out["metrics"]["gp_fraction"] == sur["gp_fraction"] == pytest.approx(0.3, abs=0.02)
     for k in ("accuracy", "accuracy_drop", "predictor_gain"):
         assert out["metrics"][k] == sur[k]
+    # the accuracy figures are labelled as the proxy's: its task, network and epochs
+    assert out["proxy"] == sur["proxy"] == {"task": "digits", "network": "mlp", "epochs": 2,
+                                            "label": "digits / mlp, 2 epochs"}
+    # dse surrogate on the same file (table and JSON) and dse evaluate's text say so too
+    for argv, needles in ((["surrogate", str(cfg), "--seeds", "1"], ("proxy accuracy (%)", "digits / mlp, 2 epochs")),
+                          (["evaluate", str(cfg)], ("proxy accuracy", "digits / mlp, 2 epochs", "not on the zoo models"))):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        text = capsys.readouterr().out
+        assert e.value.code == 0 and all(n in text for n in needles), (argv, text)
 
 
 # ---------------------------------------------------------------------------------------------------------
