@@ -35,17 +35,15 @@ def grid_shape(size: int) -> tuple[int, int]:
     return r, size // r
 
 
-def grid_pooling(spatial_shape, size: int) -> np.ndarray:
-    """``(H * W, size)``: adaptive average pooling of an ``H x W`` map (positions flattened in C order) onto
-    the :func:`grid_shape` grid of ``size`` cells (cells in C order); separable, rows then columns, and
-    nearest-neighbour upsampling along an axis shorter than the grid's. A vector (no spatial axis) is one
-    position; a 1-D length pools along it."""
+def grid_pooling(spatial_shape, size) -> np.ndarray:
+    """``(H * W, cells)``: adaptive average pooling of an ``H x W`` map (positions flattened in C order) onto
+    a grid (cells in C order): ``size`` cells in the :func:`grid_shape` arrangement, or ``size = (rows,
+    cols)``; separable, rows then columns, with nearest-neighbour upsampling along an axis shorter than the
+    grid's. A vector (no spatial axis) is one position; a 1-D length pools along it."""
     shape = tuple(int(s) for s in spatial_shape)
-    if len(shape) == 0:
-        return pool_matrix(1, size)
-    if len(shape) == 1:
-        return pool_matrix(shape[0], size)
-    (H, W), (r, c) = shape, grid_shape(size)
+    if len(shape) < 2:
+        return pool_matrix(shape[0] if shape else 1, int(np.prod(size)))
+    (H, W), (r, c) = shape, (tuple(size) if isinstance(size, tuple) else grid_shape(size))
     return np.kron(pool_matrix(H, r), pool_matrix(W, c))
 
 

@@ -282,7 +282,8 @@ class ErrorFeedback(GradientScheme):
 class LocalClassifier(GradientScheme):
     """Local auxiliary classifiers (after Decoupled Greedy Learning, Belilovsky et al. 2019): per predicted
     layer a linear head on the layer's output pooled to ``local_width`` positions (the network's pooling
-    rule; at most the layer's own number of positions) by channels predicts the label. Each head learns
+    rule; at most the layer's own number of positions; on a 2-D map ``local_width`` cells per axis) by
+    channels predicts the label. Each head learns
     its cross-entropy on every step (BP and GP; SGD with the run's learning rate and momentum, ours); on a
     GP step the layer updates from the gradient of its head's loss through the head and the pooling only
     (no backward through later layers). Heads start at zero."""
@@ -297,8 +298,12 @@ class LocalClassifier(GradientScheme):
             shape = _out_shape(net, l)
             spatial, C = shape[:-1], shape[-1]
             S = int(np.prod(spatial)) if spatial else 1
-            P = min(cfg.local_width, S)
-            self.pools.append(net.pooling(spatial, P).astype(np.float32) if spatial else None)
+            if len(spatial) > 1:  # a map: local_width cells per spatial axis (as the accelerator model reads it)
+                grid = tuple(min(cfg.local_width, int(n)) for n in spatial)
+                P = int(np.prod(grid))
+            else:
+                grid = P = min(cfg.local_width, S)
+            self.pools.append(net.pooling(spatial, grid).astype(np.float32) if spatial else None)
             self.A.append(np.zeros((P * C, n_classes), np.float32))
             self.c.append(np.zeros(n_classes, np.float32))
         self.vel = [(np.zeros_like(a), np.zeros_like(c)) for a, c in zip(self.A, self.c)]

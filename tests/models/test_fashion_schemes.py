@@ -129,3 +129,21 @@ def test_batch_norm_scale_changes_on_bp_steps_only_and_its_statistics_on_every_s
         assert moved_w == 1 and moved_b == 1
     else:
         assert moved_w == len(net.units) and moved_b == len(net.units)
+
+
+@pytest.mark.parametrize("width, cells", [(2, (4, 4, 4)), (3, (9, 9, 4)), (1, (1, 1, 1))])
+def test_local_heads_pool_local_width_cells_per_axis_of_a_map(width, cells):
+    """On a 2-D map a local head sees ``local_width`` cells per axis, at most the map's size (as the
+    accelerator model costs it): 7x7 maps, 4x4 maps, 2x2 maps."""
+    from models.surrogate.schemes import make_scheme
+
+    cfg = SurrogateConfig(task="fashion", network="resnet", width=4, scheme="local", local_width=width)
+    net = build_network("resnet", 4, (14, 14), 10, np.random.default_rng(0))
+    s = make_scheme("local", cfg, net, 10, 0)
+    units = net.param_layers[:-1]
+    by_hw = {}
+    for u, a, pm in zip(units, s.A, s.pools):
+        h, w_, c = net.out_shapes[id(u)]
+        assert a.shape == (pm.shape[1] * c, 10) and pm.shape[0] == h * w_
+        by_hw[h] = pm.shape[1]
+    assert (by_hw[7], by_hw[4], by_hw[2]) == cells
