@@ -11,6 +11,7 @@ population = 16             # NSGA-II/III population size (optional)
 
 [workload]   ...            # dse.workload.Workload
 [training]   ...            # base training knobs (models.surrogate.SurrogateConfig); [space.training] varies them
+                            # task and epochs name the accuracy proxy and its budget (default mnist1d, 10)
 [hardware]   ...            # base candidate accelerator (accel.Hardware); [space.hardware] varies it
 [reference]  ...            # the plain-BP baseline accelerator
 technology = "tech.toml"    # optional technology table
