@@ -26,7 +26,8 @@ with ops ``(kind, micro_batch, chunk)``, registered in :data:`SCHEDULES` with :f
 ``get_hand_schedule``), ``2bp`` (Rae et al., arXiv 2405.18047: 1F1B with every weight gradient deferred to
 the end of the step). An ADA-GP **GP step** (``gp=True``) keeps the schedule's forwards in order, each
 followed by its ``P``; no ``B``, no ``W``, no backward message. An ADA-GP **BP step** is the schedule with
-the predictor's training per micro-batch added to ``W`` (or ``BW``): it runs once the true gradients exist.
+predictor work ``P_train`` per micro-batch added to ``W`` (or ``BW``), if any, and a per-step part in the
+update ``U``.
 
 Figures of a step (:class:`PipelineStep`): ``makespan`` (the last op's end, the first ``F`` starting at 0);
 ``span`` = the largest over devices of (last op end - first ``F`` start): the period when identical steps
@@ -44,7 +45,12 @@ From a zoo model (:func:`model_pipeline`): the layers are cut into contiguous st
 training-step time on the accelerator (per-layer costs from :func:`accel.gemm_cost` /
 :func:`accel.vector_cost`); each stage is then costed by :func:`accel.schedule.step_costs` on its own op
 table at the micro-batch size (stash stalls, predictor overlap included), which gives ``F``, ``B``, ``W``,
-``P`` and the update per stage, the activation stash and the bytes sent to the next stage. Data
+``P`` and the update per stage, the activation stash and the bytes sent to the next stage. ADA-GP in a
+pipeline: each stage keeps its own copy of the predictor; in a GP step every micro-batch's forward is
+followed by the predictor's reorganization and inference for it (``P``), and the predicted gradients,
+accumulated over the micro-batches, update the weights once at the end of the step (``U``); in a BP step the
+predictor trains once per step, after the stage's last weight gradient (its time joins ``U``: the
+predictor's target, the step's true weight gradient, exists only then). Data
 parallelism (``replicas = d``): a ring all-reduce of each stage's weight gradients moves 2(d-1)/d of their
 bytes over the link and takes 2(d-1) link latencies; it runs after the stage's last weight gradient and
 before its update. A GP step exchanges no backward messages between stages, but its replicas still
@@ -65,6 +71,7 @@ import numpy as np
 __all__ = [
     "KINDS", "Schedule", "SCHEDULES", "register", "schedule_names", "gp_order", "StageCosts", "Link",
     "OpRecord", "PipelineStep", "simulate", "job_time", "ring_allreduce_s", "gantt", "chrome_trace",
+    "layer_times", "partition", "ModelPipeline", "model_pipeline", "step_counts", "PipelineJob", "pipeline_job",
 ]
 
 KINDS = ("F", "B", "W", "BW", "P", "R", "U")
@@ -466,15 +473,16 @@ def job_time(steps: Sequence[tuple[PipelineStep, int]]) -> float:
 _GLYPH = {"F": "F", "B": "B", "W": "W", "BW": "B", "P": "P", "R": "~", "U": "U"}
 
 
-def gantt(step: PipelineStep, width: int = 96) -> str:
-    """An ASCII Gantt chart: one row per device, ``width`` columns over the makespan; ``.`` is idle.
+def gantt(step: PipelineStep, width: int = 96, *, until: float | None = None) -> str:
+    """An ASCII Gantt chart: one row per device, ``width`` columns over the makespan (or over ``until``, to
+    draw several steps to one scale); ``.`` is idle.
 
     Letters: F forward, B backward (input gradient, or the whole backward), W weight gradient, P predictor
     work of a GP step, ~ all-reduce, U update; lower case for model chunks after the first.
     """
     if width < 10:
         raise ValueError(f"width: at least 10 columns, got {width}")
-    T = step.makespan or 1.0
+    T = (until or step.makespan) or 1.0
     rows = [["."] * width for _ in range(step.stages)]
     for r in step.timeline:
         if r.end <= r.start:
@@ -506,3 +514,303 @@ def chrome_trace(step: PipelineStep, *, time_unit: float = 1.0) -> dict:
     return {"traceEvents": ev, "displayTimeUnit": "ms",
             "otherData": {"schedule": step.schedule, "stages": step.stages, "microbatches": step.microbatches,
                           "gp_step": step.gp, "bubble_rate": step.bubble_rate}}
+
+
+# -- from a zoo model --------------------------------------------------------------------------------------
+_COLUMNS = ("layer", "phase", "M", "K", "N", "repeat", "vec_elems", "stash_bytes")
+
+
+class _Rows:
+    """The rows of an op table selected by a mask (the columns ``accel.schedule`` reads), layers renumbered
+    from ``first`` (rows of no layer, -1, stay -1)."""
+
+    def __init__(self, ops, mask, first: int = 0):
+        for c in _COLUMNS:
+            setattr(self, c, np.asarray(getattr(ops, c))[mask])
+        self.layer = np.where(self.layer >= 0, self.layer - first, self.layer)
+
+
+def _seconds(ops, sel, hw, tech, weights) -> np.ndarray:
+    """Seconds of the selected ops summed with ``weights`` (n_sel, k) on one Hardware -> (k,)."""
+    from accel.gemm import gemm_cost
+    from accel.vector import vector_cost
+
+    out = np.zeros(weights.shape[1])
+    g = sel & np.isin(ops.phase, ("fwd", "igrad", "wgrad"))
+    v = sel & ~g
+    gw, vw = weights[g[sel]], weights[v[sel]]
+    if g.any():
+        c = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, sum_over=gw,
+                      include_leakage=False)
+        out += np.asarray(c.total_cycles, dtype=np.float64)
+    if v.any():
+        c = vector_cost(ops.vec_elems[v], hw=hw, tech=tech, sum_over=vw, include_leakage=False)
+        out += np.asarray(c.total_cycles, dtype=np.float64)
+    return out / (hw.clock_ghz * 1e9)
+
+
+def layer_times(ops, hw, tech=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer on ``hw``: seconds of its share of one plain-BP training step (forward, backward, update;
+    stash stalls not counted: the weights the stages are balanced by) and of its weight gradient."""
+    n = int(ops.layer.max()) + 1
+    L = len(ops.phase)
+    w = np.zeros((L, 2 * n))
+    w[np.arange(L), ops.layer] = 1.0
+    wg = np.flatnonzero(ops.phase == "wgrad")
+    w[wg, n + ops.layer[wg]] = 1.0
+    t = _seconds(ops, np.ones(L, dtype=bool), hw, tech, w)
+    return t[:n], t[n:]
+
+
+def partition(costs, parts: int, *, per_part=None) -> list[int]:
+    """Cut a sequence of layer costs into ``parts`` contiguous, non-empty groups minimizing the largest
+    group's sum (exact dynamic programme). ``per_part``: optional (parts, n) costs when the groups run on
+    different hardware. Returns the first layer index of every group (starts[0] == 0)."""
+    if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise ValueError(f"stages: must be an integer >= 1, got {parts!r}")
+    c = np.asarray(costs if per_part is None else per_part, dtype=np.float64)
+    c = np.broadcast_to(c, (parts, c.shape[-1]))
+    n = c.shape[1]
+    if parts > n:
+        raise ValueError(f"stages: {parts} stages need at least as many layers, the model has {n}")
+    pre = np.concatenate([np.zeros((parts, 1)), np.cumsum(c, axis=1)], axis=1)
+    best = pre[0].copy()  # best[L]: the smallest largest-group sum cutting the first L layers into k + 1 groups
+    best[0] = np.inf
+    cut = np.zeros((parts, n + 1), dtype=np.int64)
+    Ls, Is = np.arange(n + 1)[:, None], np.arange(n + 1)[None, :]
+    for k in range(1, parts):
+        # the (k+1)-th group holds layers i .. L-1 (i >= k: the first k groups are not empty)
+        cand = np.maximum(best[None, :], pre[k][:, None] - pre[k][None, :])
+        cand = np.where((Is >= k) & (Is < Ls), cand, np.inf)
+        cut[k] = np.argmin(cand, axis=1)
+        best = cand[np.arange(n + 1), cut[k]]
+    starts = [0] * parts
+    L = n
+    for k in range(parts - 1, 0, -1):
+        L = int(cut[k, L])
+        starts[k] = L
+    return starts
+
+
+@dataclass(frozen=True)
+class ModelPipeline:
+    """A model cut into stages on given accelerators: op costs per micro-batch for the three step kinds,
+    energy, memory and traffic per stage. Times in s, energy in pJ, sizes in bytes."""
+
+    #: plain BP step, ADA-GP BP-phase step (predictor training on W), ADA-GP GP step
+    bp: StageCosts
+    adagp_bp: StageCosts
+    gp: StageCosts
+    #: first layer of every virtual stage, and the layer count
+    starts: tuple
+    layers: int
+    #: largest virtual-stage BP step time over the mean (1.0 = perfectly balanced)
+    imbalance: float
+    #: dynamic energy per micro-batch (without the update) per virtual stage, for each step kind
+    energy_mb_pj: dict
+    #: dynamic energy of the update per step per virtual stage (BP, GP)
+    energy_update_pj: dict
+    #: leakage power (W) of each device
+    leakage_w: tuple
+    #: weight-gradient bytes per virtual stage: all layers (BP) and the predicted ones (GP); the predictor's
+    grad_bytes: tuple
+    grad_bytes_gp: tuple
+    pred_grad_bytes: float
+    microbatch: int
+    #: DRAM bytes per micro-batch per virtual stage ("bp", "adagp_bp", "gp"; the update's counted once a step)
+    dram_mb_bytes: dict = field(default_factory=dict)
+
+    @property
+    def stages(self) -> int:
+        return self.bp.devices
+
+    @property
+    def chunks(self) -> int:
+        return self.bp.chunks
+
+
+def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_bytes, link: Link | None = None,
+                   pred_train=None, pred_infer=None, pred_param_bytes: float = 0.0, tech=None) -> ModelPipeline:
+    """Cut ``ops`` (one micro-batch's training ops) into ``stages * chunks`` balanced virtual stages.
+
+    ``hw``: one Hardware for every device or a sequence of ``stages``. ``out_bytes`` / ``param_bytes``:
+    per layer, the bytes of its output for one micro-batch (sent to the next stage when a cut follows it)
+    and of its weight gradient. ``pred_train`` / ``pred_infer``: the predictor's op tables for a micro-batch
+    (each stage keeps its own copy of the predictor: its update rows are charged on every stage).
+    """
+    from accel.area import leakage_w
+    from accel.hardware import Hardware
+    from accel.schedule import step_costs
+    from accel.tech import default_tech
+    from accel.vector import vector_cost
+
+    tech = tech or default_tech()
+    link = link or Link()
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+        raise ValueError(f"chunks: must be an integer >= 1, got {chunks!r}")
+    hws = [hw] * stages if isinstance(hw, Hardware) else list(hw)
+    if len(hws) != stages:
+        raise ValueError(f"hardware: one accelerator for all stages or one per stage ({stages}), got {len(hws)}")
+    S = stages * chunks
+    n = int(ops.layer.max()) + 1
+    out_bytes = np.asarray(out_bytes, dtype=np.float64)
+    param_bytes = np.asarray(param_bytes, dtype=np.float64)
+    if out_bytes.shape != (n,) or param_bytes.shape != (n,):
+        raise ValueError(f"out_bytes, param_bytes: one value per layer ({n})")
+    distinct = {id(h): h for h in hws}
+    times = {k: layer_times(ops, h, tech) for k, h in distinct.items()}
+    starts = partition(None, S, per_part=np.stack([times[id(hws[s % stages])][0] for s in range(S)]))
+    bounds = list(starts) + [n]
+    ph = ops.phase
+    predicted = np.zeros(n, dtype=bool)  # the same rule as accel.schedule's
+    predicted[np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
+    cols = {k: [] for k in ("F", "B", "W", "U", "Pt", "Fg", "P", "Ug", "act", "e_bp", "e_abp", "e_gp",
+                            "eu", "eug", "step", "gb", "gbg", "d_bp", "d_abp", "d_gp")}
+    for s in range(S):
+        h = hws[s % stages]
+        a, b = bounds[s], bounds[s + 1]
+        mask = (ops.layer >= a) & (ops.layer < b)
+        sub = _Rows(ops, mask, a)
+        pick = (lambda t: None if t is None else
+                _Rows(t, ((t.layer >= a) & (t.layer < b)) | (t.layer < 0), a))  # noqa: E731
+        sc = step_costs(sub, pred_train=pick(pred_train), pred_infer=pick(pred_infer), hw=h, tech=tech)
+        w = float(times[id(h)][1][a:b].sum())
+        bp, abp, gp = sc.bp, sc.adagp_bp, sc.adagp_gp
+        stash = bp.parts_s["stash"]
+        cols["F"].append(bp.parts_s["forward"] + stash / 2)  # the stash is written in F, read back in B
+        cols["B"].append(bp.parts_s["backward"] - w + stash / 2)
+        cols["W"].append(w)
+        cols["U"].append(bp.parts_s["update"])
+        cols["Pt"].append(max(0.0, abp.time_s - bp.time_s))
+        cols["Fg"].append(gp.parts_s["forward"])
+        cols["P"].append(gp.parts_s["predictor"])
+        cols["Ug"].append(gp.parts_s["update"])
+        cols["act"].append(float(sub.stash_bytes.sum()))
+        cols["step"].append(bp.time_s)
+        upd = mask & (ph == "update")
+        upd_gp = upd & predicted[np.clip(ops.layer, 0, None)]
+        eu = {False: 0.0, True: 0.0}
+        for gp_step, sel in ((False, upd), (True, upd_gp)):
+            if sel.any():
+                eu[gp_step] = float(np.asarray(vector_cost(ops.vec_elems[sel], hw=h, tech=tech,
+                                                           include_leakage=False).energy_pj["total"]).sum())
+        dyn = lambda c: c.energy_total_pj - c.energy_pj["leakage"]  # noqa: E731
+        cols["eu"].append(eu[False])
+        cols["eug"].append(eu[True])
+        cols["e_bp"].append(dyn(bp) - eu[False])
+        cols["e_abp"].append(dyn(abp) - eu[False])
+        cols["e_gp"].append(dyn(gp) - eu[True])
+        cols["d_bp"].append(bp.dram_bytes)
+        cols["d_abp"].append(abp.dram_bytes)
+        cols["d_gp"].append(gp.dram_bytes)
+        cols["gb"].append(float(param_bytes[a:b].sum()))
+        cols["gbg"].append(float((param_bytes[a:b] * predicted[a:b]).sum()))
+    msg = tuple(float(out_bytes[bounds[s + 1] - 1]) for s in range(S - 1))
+    comm = tuple(float(x) for x in link.transfer_s(np.asarray(msg))) if S > 1 else ()
+    common = dict(devices=stages, comm=comm, msg_bytes=msg, act_bytes=tuple(cols["act"]))
+    bpc = StageCosts(F=tuple(cols["F"]), B=tuple(cols["B"]), W=tuple(cols["W"]), U=tuple(cols["U"]), **common)
+    abpc = StageCosts(F=bpc.F, B=bpc.B, W=bpc.W, U=tuple(u + t for u, t in zip(cols["U"], cols["Pt"])), **common)
+    gpc = StageCosts(F=tuple(cols["Fg"]), B=bpc.B, W=bpc.W, P=tuple(cols["P"]), U_gp=tuple(cols["Ug"]),
+                     **common)
+    step = np.asarray(cols["step"])
+    return ModelPipeline(
+        bp=bpc, adagp_bp=abpc, gp=gpc, starts=tuple(starts), layers=n,
+        imbalance=float(step.max() / step.mean()) if step.mean() > 0 else 1.0,
+        energy_mb_pj={"bp": tuple(cols["e_bp"]), "adagp_bp": tuple(cols["e_abp"]), "gp": tuple(cols["e_gp"])},
+        energy_update_pj={"bp": tuple(cols["eu"]), "gp": tuple(cols["eug"])},
+        leakage_w=tuple(float(leakage_w(h, tech)) for h in hws),
+        grad_bytes=tuple(cols["gb"]), grad_bytes_gp=tuple(cols["gbg"]), pred_grad_bytes=float(pred_param_bytes),
+        microbatch=int(getattr(ops, "batch", 0)),
+        dram_mb_bytes={"bp": tuple(cols["d_bp"]), "adagp_bp": tuple(cols["d_abp"]), "gp": tuple(cols["d_gp"])})
+
+
+def step_counts(n_steps: int, *, scheme: str = "bp", warmup_frac: float = 0.0, gp_fraction: float = 0.0
+                ) -> tuple[int, int]:
+    """(BP steps, GP steps) of a job: the counting rule of :func:`accel.schedule.job_cost` (reused)."""
+    from accel.schedule import ENERGY_KEYS, StepCost, StepCosts, job_cost
+
+    z = StepCost(time_s=0.0, energy_pj={k: 0.0 for k in ENERGY_KEYS}, dram_bytes=0.0, parts_s={})
+    j = job_cost(StepCosts(z, z, z), n_steps=n_steps, warmup_frac=warmup_frac, gp_fraction=gp_fraction,
+                 scheme=scheme)
+    return j.steps_bp, j.steps_gp
+
+
+@dataclass(frozen=True)
+class PipelineJob:
+    """A training job on ``stages x replicas`` accelerators. Seconds, joules, bytes."""
+
+    time_s: float
+    #: dynamic (the devices' ops), leakage (every device over the whole job, idle or not), link
+    energy_j: dict
+    #: samples per second over the job
+    throughput: float
+    #: idle share of the devices' time over the job's steps (spans)
+    bubble_rate: float
+    #: the largest activation memory of any device in any step
+    peak_act_bytes: float
+    steps_bp: int
+    steps_gp: int
+    #: the step kinds the job runs ("bp": plain BP or ADA-GP BP phase, "gp")
+    step: dict
+    #: bytes over the links per step kind (pipeline messages of every replica plus the all-reduce)
+    link_bytes: dict
+    #: seconds of the data-parallel all-reduce per step kind (the slowest device)
+    allreduce_s: dict
+
+    @property
+    def energy_total_j(self) -> float:
+        return sum(self.energy_j.values())
+
+
+def pipeline_job(mp: ModelPipeline, schedule: str, microbatches: int, *, n_steps: int, samples_per_step: int,
+                 scheme: str = "bp", warmup_frac: float = 0.0, gp_fraction: float = 0.0, replicas: int = 1,
+                 link: Link | None = None, tech=None) -> PipelineJob:
+    """A job of ``n_steps`` steps of ``microbatches`` micro-batches on ``replicas`` copies of the pipeline.
+
+    ``scheme="bp"``: every step plain BP; ``"adagp"``: BP-phase steps (the predictor trains, its training
+    charged on ``W``) and ``round(gp_fraction * (n_steps - warm-up))`` GP steps, counted as
+    :func:`accel.schedule.job_cost` counts them.
+    """
+    from dataclasses import replace
+
+    from accel.tech import default_tech
+
+    tech = tech or default_tech()
+    link = link or Link()
+    if isinstance(replicas, bool) or not isinstance(replicas, (int, np.integer)) or replicas < 1:
+        raise ValueError(f"replicas: must be an integer >= 1, got {replicas!r}")
+    d, p, v = replicas, mp.stages, mp.chunks
+    n_bp, n_gp = step_counts(n_steps, scheme=scheme, warmup_frac=warmup_frac, gp_fraction=gp_fraction)
+
+    def per_device(x):
+        return [sum(x[c * p + r] for c in range(v)) for r in range(p)]
+
+    kinds = {"bp": (mp.bp if scheme == "bp" else mp.adagp_bp, False, n_bp,
+                    mp.energy_mb_pj["bp" if scheme == "bp" else "adagp_bp"], mp.energy_update_pj["bp"],
+                    [g + (mp.pred_grad_bytes if scheme != "bp" else 0.0) for g in per_device(mp.grad_bytes)]),
+             "gp": (mp.gp, True, n_gp, mp.energy_mb_pj["gp"], mp.energy_update_pj["gp"],
+                    per_device(mp.grad_bytes_gp))}
+    steps, link_bytes, ar_s = {}, {}, {}
+    used, dyn_pj, link_pj = [], 0.0, 0.0
+    for name, (costs, gp, count, e_mb, e_upd, grads) in kinds.items():
+        if count == 0:
+            continue
+        ar = ring_allreduce_s(np.asarray(grads), d, link)
+        st = simulate(replace(costs, allreduce=tuple(float(x) for x in ar)), schedule, microbatches, gp=gp)
+        steps[name] = st
+        ar_s[name] = float(np.max(ar))
+        lb = d * st.link_bytes + (2 * (d - 1) * sum(grads) if d > 1 else 0.0)
+        link_bytes[name] = lb
+        used.append((st, count))
+        dyn_pj += count * d * sum(microbatches * e + u for e, u in zip(e_mb, e_upd))
+        link_pj += count * lb * tech.link_pj_per_byte
+    t = job_time(used)
+    leak_j = t * d * sum(mp.leakage_w)
+    busy = sum(n * sum(s.busy_s) for s, n in used)
+    period = sum(n * p * s.span for s, n in used)
+    return PipelineJob(
+        time_s=t, energy_j={"dynamic": dyn_pj * 1e-12, "leakage": leak_j, "link": link_pj * 1e-12},
+        throughput=n_steps * samples_per_step / t if t > 0 else 0.0,
+        bubble_rate=1.0 - busy / period if period > 0 else 0.0,
+        peak_act_bytes=max(max(s.peak_act_bytes) for s, _ in used) if used else 0.0,
+        steps_bp=n_bp, steps_gp=n_gp, step=steps, link_bytes=link_bytes, allreduce_s=ar_s)

@@ -44,6 +44,8 @@ class Tech:
     vector_lane_area_um2: float
     sram_mm2_per_kib: float
     leakage_mw_per_mm2: float
+    #: energy per byte sent over a link between two accelerators (pipeline messages, all-reduce)
+    link_pj_per_byte: float
     name: str = "custom"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 

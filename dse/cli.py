@@ -146,9 +146,10 @@ def models_cmd(
 
 def _register() -> None:
     """Commands that live in their own modules (one module per command group keeps this file thin)."""
-    from dse import cli_evaluate, cli_layer, cli_study, cli_surrogate
+    from dse import cli_evaluate, cli_layer, cli_pipeline, cli_study, cli_surrogate
 
     app.command("layer")(cli_layer.layer)
+    app.command("pipeline")(cli_pipeline.pipeline)
     app.command("surrogate")(cli_surrogate.surrogate)
     app.command("evaluate")(cli_evaluate.evaluate)
     for name in ("run", "worker", "status", "pareto", "plot", "export"):

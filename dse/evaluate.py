@@ -8,7 +8,9 @@ A configuration file (what ``dse export`` writes and ``dse evaluate`` reads) has
 * ``[reference]`` -- :class:`accel.Hardware`, the baseline that runs plain BP (``speedup``'s denominator);
 * ``[schedule]``  -- optional what-if: ``gp_fraction`` (0-1) of post-warm-up steps in GP phase, used instead
   of the surrogate's measured fraction; with it the surrogate does not run unless ``accuracy = true``;
-* ``technology``  -- optional path of a technology table (``accel.load_tech``), relative to the file.
+* ``technology``  -- optional path of a technology table (``accel.load_tech``), relative to the file;
+* ``[parallel]``  -- optional: the job over several accelerators (pipeline stages, micro-batches, schedule,
+  link, data-parallel replicas), :class:`dse.parallelism.ParallelConfig`.
 
 Metrics (DESIGN section 4): ``speedup`` = job time of plain BP on the reference / job time of the
 candidate; ``speedup_same_hw`` = plain BP on the candidate's hardware / the candidate; ``energy_j`` the
@@ -29,6 +31,7 @@ import numpy as np
 from accel import Hardware, HardwareArray, Tech, area_mm2, default_tech, load_tech, peak_power_w
 from accel.schedule import ENERGY_KEYS, job_cost, step_costs
 from dse.errors import UsageError
+from dse.parallelism import ParallelConfig, evaluate_parallel, microbatch_size, single_device_metrics
 from dse.schema import check_keys, load_toml, take
 from dse.workload import Workload
 from models.schemes import scheme_plan
@@ -49,6 +52,9 @@ METRICS = {
     "energy_saving": "0-1",
     "area_mm2": "mm^2",
     "power_w": "W",
+    "throughput": "samples/s",
+    "bubble_rate": "0-1",
+    "peak_act_bytes": "B",
 }
 
 
@@ -65,6 +71,8 @@ class Configuration:
     technology: str | None = None
     #: surrogate seeds (0..seeds-1) whose mean accuracy the configuration reports
     seeds: int = 3
+    #: the job over several accelerators (None: one accelerator)
+    parallel: ParallelConfig | None = None
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {
@@ -78,14 +86,16 @@ class Configuration:
         if self.technology:
             d["technology"] = self.technology
         d["seeds"] = self.seeds
+        if self.parallel is not None:
+            d["parallel"] = self.parallel.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict, *, base: Path | None = None, where: str = "") -> "Configuration":
         pre = f"{where}." if where else ""
         check_keys(d, {"workload", "training", "hardware", "reference", "schedule", "technology", "seeds",
-                       "meta"}, where or "configuration")
-        for t in ("workload", "training", "hardware", "reference", "schedule", "meta"):
+                       "meta", "parallel"}, where or "configuration")
+        for t in ("workload", "training", "hardware", "reference", "schedule", "meta", "parallel"):
             if t in d and not isinstance(d[t], dict):
                 raise UsageError(f"{pre}{t}: expected a table")
         workload = Workload.from_dict(d.get("workload", {}), where=f"{pre}workload")
@@ -105,9 +115,15 @@ class Configuration:
         tech = take(d, "technology", str, where or "configuration", default=None)
         if tech is not None and base is not None and not Path(tech).is_absolute():
             tech = str((base / tech).resolve())
+        par = ParallelConfig.from_dict(d["parallel"], f"{pre}parallel") if "parallel" in d else None
+        if par is not None:
+            try:
+                microbatch_size(workload.batch, par)
+            except ValueError as e:
+                raise UsageError(f"{pre}parallel.{e}") from None
         return cls(workload, training, hw["hardware"], hw["reference"], gpf,
                    take(sched, "accuracy", bool, f"{pre}schedule", default=False), tech,
-                   take(d, "seeds", int, where or "configuration", default=3, low=1, high=10))
+                   take(d, "seeds", int, where or "configuration", default=3, low=1, high=10), par)
 
 
 def load_configuration(path: str | Path) -> Configuration:
@@ -179,6 +195,8 @@ def _reference(key: tuple, w: Workload, ref: Hardware, tech_path: str | None):
 
 def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
     """Time, energy, area and power of ``cfg`` for a given GP fraction (no surrogate): the hardware half."""
+    if cfg.parallel is not None:
+        return _evaluate_pipeline(cfg, gp_fraction)
     w, tr, hw = cfg.workload, cfg.training, cfg.hardware
     tech = _tech(cfg.technology)
     pk = plan_key(tr)
@@ -192,18 +210,9 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
         job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction, scheme=scheme)
         bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")
         ref_step, ref = _reference(key, w, cfg.reference, cfg.technology)
-        e, e_ref = job.energy_total_j, ref.energy_total_j
         rows.append({
-            "model": model,
-            "speedup": float(ref.time_s / job.time_s),
-            "speedup_same_hw": float(bp_here.time_s / job.time_s),
-            "energy_j": float(e),
-            "energy_saving": float(1.0 - e / e_ref),
-            "time_s": float(job.time_s),
-            "time_s_ref": float(ref.time_s),
-            "energy_j_ref": float(e_ref),
-            "steps": w.steps,
-            "steps_gp": job.steps_gp,
+            **_job_row(model, job, bp_here, ref, w.steps),
+            **single_device_metrics(float(job.time_s), w.steps * w.batch, float(ops.stash_bytes.sum())),
             "step_ms_bp_ref": ref_step.time_s * 1e3,
             "step_ms_bp": steps.bp.time_s * 1e3,
             "step_ms_scheme_bp": steps.scheme_bp.time_s * 1e3,
@@ -217,27 +226,72 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             **{f"energy_j_{k}": float(job.energy_j[k]) for k in ENERGY_KEYS},
             **{f"energy_j_ref_{k}": float(ref.energy_j[k]) for k in ENERGY_KEYS},
         })
+    return {"models": rows, "summary": _summary(cfg, rows, tech, gp_fraction)}
+
+
+def _evaluate_pipeline(cfg: Configuration, gp_fraction: float) -> dict:
+    """:func:`evaluate_hardware` for a job over several accelerators (``[parallel]``)."""
+    w = cfg.workload
+    tech = _tech(cfg.technology)
+    rows = []
+    for r in evaluate_parallel(cfg, gp_fraction):
+        job, bp = r["job"], r["bp"]
+        ref_step, ref = _reference(_key(w, r["model"]), w, cfg.reference, cfg.technology)
+        rows.append({
+            **_job_row(r["model"], job, bp, ref, w.steps),
+            "throughput": job.throughput,
+            "bubble_rate": job.bubble_rate,
+            "peak_act_bytes": job.peak_act_bytes,
+            "devices": cfg.parallel.devices,
+            "stage_starts": r["stage_starts"],
+            "stage_imbalance": r["imbalance"],
+            "step_ms_bp_ref": ref_step.time_s * 1e3,
+            **{k: r[k] for k in ("step_ms_bp", "step_ms_adagp_bp", "step_ms_gp", "dram_gb_per_step_bp",
+                                 "dram_gb_per_step_gp")},
+            "link_gb_per_step": {k: v / 1e9 for k, v in job.link_bytes.items()},
+            "allreduce_ms_per_step": {k: v * 1e3 for k, v in job.allreduce_s.items()},
+            **{f"energy_j_{k}": float(v) for k, v in job.energy_j.items()},
+        })
+    return {"models": rows, "summary": _summary(cfg, rows, tech, gp_fraction)}
+
+
+def _job_row(model: str, job, bp, ref, steps: int) -> dict:
+    """The figures every model row has: the candidate's job against plain BP on the same hardware (``bp``)
+    and on the reference (``ref``)."""
+    e, e_ref = job.energy_total_j, ref.energy_total_j
+    return {"model": model, "speedup": float(ref.time_s / job.time_s),
+            "speedup_same_hw": float(bp.time_s / job.time_s), "energy_j": float(e),
+            "energy_saving": float(1.0 - e / e_ref), "time_s": float(job.time_s), "time_s_ref": float(ref.time_s),
+            "energy_j_ref": float(e_ref), "steps": steps, "steps_gp": job.steps_gp}
+
+
+def _summary(cfg: Configuration, rows: list[dict], tech: Tech, gp_fraction: float) -> dict:
     t = sum(r["time_s"] for r in rows)
     e = sum(r["energy_j"] for r in rows)
-    summary = {
+    return {
         "speedup_geomean": _geomean([r["speedup"] for r in rows]),
         "speedup_same_hw_geomean": _geomean([r["speedup_same_hw"] for r in rows]),
         "energy_j": e,
         "energy_j_ref": sum(r["energy_j_ref"] for r in rows),
         "energy_saving_total": 1.0 - e / sum(r["energy_j_ref"] for r in rows),
-        "area_mm2": float(area_mm2(hw, tech)),
+        "area_mm2": float(area_mm2(cfg.hardware, tech)),
         "area_mm2_ref": float(area_mm2(cfg.reference, tech)),
         "power_w": e / t,
-        "peak_power_w": float(peak_power_w(hw, tech)),
+        "peak_power_w": float(peak_power_w(cfg.hardware, tech)),
         "gp_fraction": gp_fraction,
-        "warmup": tr.warmup,
+        "warmup": cfg.training.warmup,
         "models": len(rows),
+        # every model's job in turn: samples over the total time; bubble weighted by time; the largest stash
+        "throughput": sum(r["steps"] * cfg.workload.batch for r in rows) / t,
+        "bubble_rate": sum(r["bubble_rate"] * r["time_s"] for r in rows) / t,
+        "peak_act_bytes": max(r["peak_act_bytes"] for r in rows),
+        "devices": cfg.parallel.devices if cfg.parallel is not None else 1,
     }
-    return {"models": rows, "summary": summary}
 
 
 #: metrics that depend on the hardware (the others come from the training surrogate)
-HARDWARE_METRICS = ("speedup", "speedup_same_hw", "energy_j", "energy_saving", "area_mm2", "power_w")
+HARDWARE_METRICS = ("speedup", "speedup_same_hw", "energy_j", "energy_saving", "area_mm2", "power_w",
+                    "throughput", "bubble_rate", "peak_act_bytes")
 
 
 def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float) -> dict[str, np.ndarray]:
@@ -248,11 +302,15 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
     vectorized over ``hws`` with no Python loop over configurations: for inner searches over thousands of
     hardware points per trained configuration.
     """
+    if cfg.parallel is not None:
+        raise UsageError("parallel: the vectorized hardware search (strategy hybrid) costs one accelerator; "
+                         "search a [parallel] job with strategy = \"joint\"")
     w, tr = cfg.workload, cfg.training
     tech = _tech(cfg.technology)
     pk = plan_key(tr)
     scheme = "bp" if tr.scheme == "bp" else None
     H = len(hws)
+    stash = 0.0
     log_speed = np.zeros(H)
     log_same = np.zeros(H)
     energy = np.zeros(H)
@@ -274,6 +332,7 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
             log_same[idx] += np.log(bp_here.time_s / job.time_s)
             energy[idx] += job.energy_total_j
             time_s[idx] += job.time_s
+            stash = max(stash, float(ops.stash_bytes.sum()))
     n = len(w.models)
     return {
         "speedup": np.exp(log_speed / n),
@@ -282,6 +341,7 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
         "energy_saving": 1.0 - energy / energy_ref,
         "area_mm2": np.asarray(area_mm2(hws, tech), dtype=np.float64),
         "power_w": energy / time_s,
+        **single_device_metrics(time_s, n * w.steps * w.batch, stash),
     }
 
 
@@ -314,6 +374,9 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dic
         "area_mm2": s["area_mm2"],
         "power_w": s["power_w"],
         "gp_fraction": gpf,
+        "throughput": s["throughput"],
+        "bubble_rate": s["bubble_rate"],
+        "peak_act_bytes": s["peak_act_bytes"],
     }
     if sur is not None:
         for k in ("accuracy", "accuracy_drop", "predictor_gain"):

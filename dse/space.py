@@ -1,6 +1,6 @@
 """The search space, declared once and used by sampling, validation, export and grid enumeration.
 
-In a study file, each knob under ``[space.training]`` or ``[space.hardware]`` is one of
+In a study file, each knob under ``[space.training]``, ``[space.hardware]`` or ``[space.parallel]`` is one of
 
 * a fixed value: ``dataflow = "ws"``;
 * a list of choices: ``rows = [16, 32, 64]``;

@@ -215,9 +215,9 @@ def hv_reference(spec: StudySpec) -> list[float]:
             if base is None:
                 # the reference accelerator running plain BP: its energy, area and power, doubled
                 cfg = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(
-                    scheme="bp"))
+                    scheme="bp"), parallel=None)
                 s = evaluate_hardware(cfg, 0.0)["summary"]
-                base = {"energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
+                base = {k: s[k] for k in ("energy_j", "area_mm2", "power_w", "peak_act_bytes")}
             ref.append(2.0 * base[o.metric])
     return ref
 

@@ -14,12 +14,15 @@ population = 16             # NSGA-II/III population size (optional)
                             # task and epochs name the accuracy proxy and its budget (default mnist1d, 10)
 [hardware]   ...            # base candidate accelerator (accel.Hardware); [space.hardware] varies it
 [reference]  ...            # the plain-BP baseline accelerator
+[parallel]   ...            # optional: a job over several accelerators (dse.parallelism.ParallelConfig)
 technology = "tech.toml"    # optional technology table
 
 [space.training]            # knobs: a fixed value, a list of choices, or {low, high, log, step}
 pred_width = [16, 64]
 [space.hardware]
 rows = [32, 64, 128]
+[space.parallel]            # needs a [parallel] table (its fields are the knobs); strategy joint
+schedule = ["1f1b", "zb-h1", "zb-h2"]
 
 [[objectives]]              # 2 to 4
 metric = "accuracy_drop"    # direction defaults to the metric's natural one
@@ -47,6 +50,7 @@ from accel.hardware import FIELDS as HARDWARE_FIELDS
 from accel import Hardware
 from dse.errors import UsageError
 from dse.evaluate import METRICS, Configuration
+from dse.parallelism import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
 from dse.schema import check_keys, load_toml, take
 from dse.values import check_name, check_number
 from dse.space import Bundle, Choice, Fixed, Range, Space
@@ -70,6 +74,9 @@ DIRECTIONS = {
     "energy_saving": "maximize",
     "area_mm2": "minimize",
     "power_w": "minimize",
+    "throughput": "maximize",
+    "bubble_rate": "minimize",
+    "peak_act_bytes": "minimize",
 }
 
 #: Default hypervolume reference point: a point every useful configuration dominates. Accuracy figures:
@@ -84,8 +91,10 @@ DEFAULT_HV_REFERENCE = {
     "speedup": 1.0,
     "speedup_same_hw": 1.0,
     "energy_saving": 0.0,
+    "throughput": 0.0,
+    "bubble_rate": 1.0,
 }
-_RELATIVE_HV = ("energy_j", "area_mm2", "power_w")
+_RELATIVE_HV = ("energy_j", "area_mm2", "power_w", "peak_act_bytes")
 
 _TRAINING_FIELDS = {f.name for f in fields(SurrogateConfig)}
 
@@ -158,8 +167,12 @@ class StudySpec:
         training.update(parts.get("training", {}))
         hardware = self.base.hardware.to_dict()
         hardware.update(parts.get("hardware", {}))
+        par = self.base.parallel
+        if parts.get("parallel"):
+            par = ParallelConfig(**{**par.to_dict(), **parts["parallel"]})
+            microbatch_size(self.base.workload.batch, par)
         return replace(self.base, training=SurrogateConfig.from_dict(training),
-                       hardware=Hardware.from_dict(hardware))
+                       hardware=Hardware.from_dict(hardware), parallel=par)
 
     def with_overrides(self, **kw) -> "StudySpec":
         kw = {k: v for k, v in kw.items() if v is not None}
@@ -203,6 +216,8 @@ def _check_values(space: Space, base: Configuration) -> None:
             try:
                 if section == "training":
                     SurrogateConfig.from_dict({**base.training.to_dict(), **v})
+                elif section == "parallel":
+                    ParallelConfig(**{**base.parallel.to_dict(), **v})
                 else:
                     Hardware.from_dict({**base.hardware.to_dict(), **v})
             except (ValueError, TypeError) as e:
@@ -215,7 +230,7 @@ def _check_values(space: Space, base: Configuration) -> None:
 
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     top = {"study", "workload", "training", "hardware", "reference", "technology", "space", "objectives",
-           "constraints", "hypervolume"}
+           "constraints", "hypervolume", "parallel"}
     check_keys(doc, top, "study file")
     st = doc.get("study", {})
     if not isinstance(st, dict):
@@ -225,12 +240,16 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     default_name = path.stem if path is not None else "study"
     name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
-                                                         "technology") if k in doc},
+                                                         "technology", "parallel") if k in doc},
                                    base=path.parent if path else None)
     space_doc = doc.get("space", {})
     if not isinstance(space_doc, dict):
-        raise UsageError("space: expected tables [space.training] and/or [space.hardware]")
-    space = Space.from_tables(space_doc, {"training": _TRAINING_FIELDS, "hardware": set(HARDWARE_FIELDS)})
+        raise UsageError("space: expected tables [space.training], [space.hardware], [space.parallel]")
+    space = Space.from_tables(space_doc, {"training": _TRAINING_FIELDS, "hardware": set(HARDWARE_FIELDS),
+                                          "parallel": set(PARALLEL_FIELDS)})
+    if space.names("parallel") and base.parallel is None:
+        raise UsageError("space.parallel: add a [parallel] table (the base job over several accelerators) "
+                         "for its knobs to vary")
     _check_values(space, base)
     objs = doc.get("objectives")
     if not isinstance(objs, list) or not 2 <= len(objs) <= 4:
@@ -292,6 +311,9 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     )
     if sampler == "grid":
         _check_grid(space)
+    if spec.strategy == "hybrid" and base.parallel is not None:
+        raise UsageError("study.strategy: the hybrid strategy costs hardware points on one accelerator; a study "
+                         "with a [parallel] table needs strategy = \"joint\"")
     if not space.searched():
         raise UsageError("space: no knob is searched; give at least one knob a list of choices or a range")
     return spec
