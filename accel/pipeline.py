@@ -530,6 +530,21 @@ class _Rows:
         self.layer = np.where(self.layer >= 0, self.layer - first, self.layer)
 
 
+class _StagePlan:
+    """A scheme's plan (``accel.schedule.step_costs``'s duck-typed ``plan``) restricted to layers a..b-1 and
+    renumbered; its rows of no layer (the shared predictor's update) go to every stage."""
+
+    _LAYER_SETS = ("gp_wgrad", "gp_igrad", "gp_bwd_vec", "gp_update", "gp_stash")
+
+    def __init__(self, plan, a: int, b: int):
+        self.name, self.overlap = plan.name, plan.overlap
+        for f in ("train", "gp"):
+            t = getattr(plan, f)
+            setattr(self, f, None if t is None else _Rows(t, ((t.layer >= a) & (t.layer < b)) | (t.layer < 0), a))
+        for f in self._LAYER_SETS:
+            setattr(self, f, tuple(i - a for i in getattr(plan, f) if a <= i < b))
+
+
 def _seconds(ops, sel, hw, tech, weights) -> np.ndarray:
     """Seconds of the selected ops summed with ``weights`` (n_sel, k) on one Hardware -> (k,)."""
     from accel.gemm import gemm_cost
@@ -630,13 +645,15 @@ class ModelPipeline:
 
 
 def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_bytes, link: Link | None = None,
-                   pred_train=None, pred_infer=None, pred_param_bytes: float = 0.0, tech=None) -> ModelPipeline:
+                   plan=None, pred_param_bytes: float = 0.0, tech=None) -> ModelPipeline:
     """Cut ``ops`` (one micro-batch's training ops) into ``stages * chunks`` balanced virtual stages.
 
     ``hw``: one Hardware for every device or a sequence of ``stages``. ``out_bytes`` / ``param_bytes``:
     per layer, the bytes of its output for one micro-batch (sent to the next stage when a cut follows it)
-    and of its weight gradient. ``pred_train`` / ``pred_infer``: the predictor's op tables for a micro-batch
-    (each stage keeps its own copy of the predictor: its update rows are charged on every stage).
+    and of its weight gradient. ``plan``: the gradient scheme's plan for a micro-batch (as
+    :func:`accel.schedule.step_costs` takes it; None: a free predictor); each stage keeps its own copy of the
+    scheme's predictor (its rows of no layer are charged on every stage). ``pred_param_bytes``: the bytes of
+    the predictor's gradients, all-reduced by data-parallel replicas in BP steps.
     """
     from accel.area import leakage_w
     from accel.hardware import Hardware
@@ -662,8 +679,9 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
     starts = partition(None, S, per_part=np.stack([times[id(hws[s % stages])][0] for s in range(S)]))
     bounds = list(starts) + [n]
     ph = ops.phase
-    predicted = np.zeros(n, dtype=bool)  # the same rule as accel.schedule's
-    predicted[np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
+    predicted = np.zeros(n, dtype=bool)  # the layers a GP step updates: the plan's, or accel.schedule's rule
+    predicted[list(plan.gp_update) if plan is not None else
+              np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
     cols = {k: [] for k in ("F", "B", "W", "U", "Pt", "Fg", "P", "Ug", "act", "e_bp", "e_abp", "e_gp",
                             "eu", "eug", "step", "gb", "gbg", "d_bp", "d_abp", "d_gp")}
     for s in range(S):
@@ -671,11 +689,9 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
         a, b = bounds[s], bounds[s + 1]
         mask = (ops.layer >= a) & (ops.layer < b)
         sub = _Rows(ops, mask, a)
-        pick = (lambda t: None if t is None else
-                _Rows(t, ((t.layer >= a) & (t.layer < b)) | (t.layer < 0), a))  # noqa: E731
-        sc = step_costs(sub, pred_train=pick(pred_train), pred_infer=pick(pred_infer), hw=h, tech=tech)
+        sc = step_costs(sub, plan=None if plan is None else _StagePlan(plan, a, b), hw=h, tech=tech)
         w = float(times[id(h)][1][a:b].sum())
-        bp, abp, gp = sc.bp, sc.adagp_bp, sc.adagp_gp
+        bp, abp, gp = sc.bp, sc.scheme_bp, sc.scheme_gp
         stash = bp.parts_s["stash"]
         cols["F"].append(bp.parts_s["forward"] + stash / 2)  # the stash is written in F, read back in B
         cols["B"].append(bp.parts_s["backward"] - w + stash / 2)
@@ -683,7 +699,9 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
         cols["U"].append(bp.parts_s["update"])
         cols["Pt"].append(max(0.0, abp.time_s - bp.time_s))
         cols["Fg"].append(gp.parts_s["forward"])
-        cols["P"].append(gp.parts_s["predictor"])
+        # everything else of a GP step per micro-batch: the scheme's extra work, any weight-gradient GEMMs and
+        # stash it keeps (error feedback, local losses); ADA-GP: reorganization and predictor inference
+        cols["P"].append(max(0.0, gp.time_s - gp.parts_s["forward"] - gp.parts_s["update"]))
         cols["Ug"].append(gp.parts_s["update"])
         cols["act"].append(float(sub.stash_bytes.sum()))
         cols["step"].append(bp.time_s)
@@ -731,7 +749,7 @@ def step_counts(n_steps: int, *, scheme: str = "bp", warmup_frac: float = 0.0, g
 
     z = StepCost(time_s=0.0, energy_pj={k: 0.0 for k in ENERGY_KEYS}, dram_bytes=0.0, parts_s={})
     j = job_cost(StepCosts(z, z, z), n_steps=n_steps, warmup_frac=warmup_frac, gp_fraction=gp_fraction,
-                 scheme=scheme)
+                 scheme="bp" if scheme == "bp" else None)
     return j.steps_bp, j.steps_gp
 
 
@@ -767,9 +785,10 @@ def pipeline_job(mp: ModelPipeline, schedule: str, microbatches: int, *, n_steps
                  link: Link | None = None, tech=None) -> PipelineJob:
     """A job of ``n_steps`` steps of ``microbatches`` micro-batches on ``replicas`` copies of the pipeline.
 
-    ``scheme="bp"``: every step plain BP; ``"adagp"``: BP-phase steps (the predictor trains, its training
-    charged on ``W``) and ``round(gp_fraction * (n_steps - warm-up))`` GP steps, counted as
-    :func:`accel.schedule.job_cost` counts them.
+    ``scheme="bp"``: every step plain BP; any other name (the gradient scheme's, e.g. ``"adagp"``): the
+    scheme's BP-phase steps (its predictor trains once per step, in ``U``) and
+    ``round(gp_fraction * (n_steps - warm-up))`` GP steps, counted as :func:`accel.schedule.job_cost` counts
+    them.
     """
     from dataclasses import replace
 

@@ -246,7 +246,7 @@ def _evaluate_pipeline(cfg: Configuration, gp_fraction: float) -> dict:
             "stage_starts": r["stage_starts"],
             "stage_imbalance": r["imbalance"],
             "step_ms_bp_ref": ref_step.time_s * 1e3,
-            **{k: r[k] for k in ("step_ms_bp", "step_ms_adagp_bp", "step_ms_gp", "dram_gb_per_step_bp",
+            **{k: r[k] for k in ("step_ms_bp", "step_ms_scheme_bp", "step_ms_gp", "dram_gb_per_step_bp",
                                  "dram_gb_per_step_gp")},
             "link_gb_per_step": {k: v / 1e9 for k, v in job.link_bytes.items()},
             "allreduce_ms_per_step": {k: v * 1e3 for k, v in job.allreduce_s.items()},

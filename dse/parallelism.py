@@ -128,30 +128,29 @@ def _layer_bytes(net_key: tuple, mb: int, word_bytes: int):
 
 
 @lru_cache(maxsize=64)
-def _model_stages_cached(net_key: tuple, mb: int, optimizer: str, shape, hw: Hardware, stages: int, chunks: int,
-                         link: Link, tech_path: str | None) -> ModelPipeline:
-    from dse.evaluate import _net, _ops, _pred_ops, _tech
-    from models.predictor import predictor_params
+def _model_stages_cached(net_key: tuple, mb: int, optimizer: str, plan_key: tuple, hw: Hardware, stages: int,
+                         chunks: int, link: Link, tech_path: str | None) -> ModelPipeline:
+    from dse.evaluate import _ops, _plan, _tech
 
     ops = _ops(net_key, mb, optimizer, hw.word_bytes)
-    pt, pi = _pred_ops(net_key, shape, mb, hw.word_bytes)
+    plan = _plan(net_key, plan_key, mb, hw.word_bytes)
     out, par = _layer_bytes(net_key, mb, hw.word_bytes)
     if stages * chunks > len(out):
         raise ValueError(f"stages: {stages} stages x {chunks} chunks need at least as many layers; "
                          f"the model has {len(out)}")
-    # the predictor's gradients (fp32, as its Adam state) are all-reduced by data-parallel replicas
-    pred_bytes = 4.0 * predictor_params(shape, _net(*net_key))
+    # the scheme's own gradients (fp32, as its Adam state) are all-reduced by data-parallel replicas
+    pred_bytes = 4.0 * plan.params if plan is not None else 0.0
     return model_pipeline(ops, stages=stages, hw=hw, chunks=chunks, out_bytes=out, param_bytes=par, link=link,
-                          pred_train=pt, pred_infer=pi, pred_param_bytes=pred_bytes, tech=_tech(tech_path))
+                          plan=plan, pred_param_bytes=pred_bytes, tech=_tech(tech_path))
 
 
 def model_stages(cfg, model: str) -> ModelPipeline:
     """``cfg``'s model cut into the stages of its ``[parallel]`` table on its ``[hardware]`` (cached)."""
-    from dse.evaluate import _key, predictor_shape
+    from dse.evaluate import _key, plan_key
 
     par, w = cfg.parallel, cfg.workload
     mb = microbatch_size(w.batch, par)
-    return _model_stages_cached(_key(w, model), mb, w.optimizer, predictor_shape(cfg.training), cfg.hardware,
+    return _model_stages_cached(_key(w, model), mb, w.optimizer, plan_key(cfg.training), cfg.hardware,
                                 par.stages, par.chunks, par.link, cfg.technology)
 
 
@@ -162,7 +161,7 @@ def evaluate_parallel(cfg, gp_fraction: float) -> list[dict]:
 
     par, w, tr = cfg.parallel, cfg.workload, cfg.training
     tech = _tech(cfg.technology)
-    scheme = "bp" if tr.scheme == "bp" else "adagp"
+    scheme = tr.scheme
     rows = []
     for model in w.models:
         mp = model_stages(cfg, model)
@@ -178,7 +177,7 @@ def evaluate_parallel(cfg, gp_fraction: float) -> list[dict]:
         rows.append({
             "model": model, "job": job, "bp": bp, "stage_starts": list(mp.starts), "imbalance": mp.imbalance,
             # step periods (spans) in the pipeline, ms; DRAM traffic per step summed over the stages, GB
-            "step_ms_bp": bp.step["bp"].span * 1e3, "step_ms_adagp_bp": span.get("bp", 0.0),
+            "step_ms_bp": bp.step["bp"].span * 1e3, "step_ms_scheme_bp": span.get("bp", 0.0),
             "step_ms_gp": span.get("gp", 0.0),
             "dram_gb_per_step_bp": dram["bp" if scheme == "bp" else "adagp_bp"], "dram_gb_per_step_gp": dram["gp"],
         })

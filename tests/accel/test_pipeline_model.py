@@ -12,7 +12,8 @@ from accel.pipeline import (Link, layer_times, model_pipeline, partition, pipeli
                             step_counts)
 from accel.schedule import job_cost, step_costs
 from models import zoo
-from models.predictor import PredictorShape, predictor_ops
+from models.schemes import scheme_plan
+from models.surrogate import SurrogateConfig
 
 
 def _brute(costs, parts):
@@ -48,17 +49,20 @@ def _inputs(net, mb, wb=2):
     ops = net.training_ops(mb, word_bytes=wb)
     out = np.array([math.prod(l.out) * mb * wb for l in net.layers], float)
     par = np.array([l.params * wb for l in net.layers], float)
-    shape = PredictorShape()
-    return (ops, out, par, predictor_ops(shape, net, mb, train=True, word_bytes=wb),
-            predictor_ops(shape, net, mb, train=False, word_bytes=wb))
+    plan = scheme_plan(SurrogateConfig(), net, mb, word_bytes=wb)
+    return ops, out, par, plan
 
 
-def test_one_stage_one_microbatch_is_the_single_accelerator_job(resnet18):
+@pytest.mark.parametrize("name", ["adagp", "dni", "null"])
+def test_one_stage_one_microbatch_is_the_single_accelerator_job(resnet18, name):
     hw = Hardware(rows=16, cols=16, dataflow="ws", pred_rows=8, pred_cols=8, pred_kb=24.0)
-    ops, out, par, pt, pi = _inputs(resnet18, 32)
-    mp = model_pipeline(ops, stages=1, hw=hw, out_bytes=out, param_bytes=par, pred_train=pt, pred_infer=pi)
-    steps = step_costs(ops, pred_train=pt, pred_infer=pi, hw=hw)
-    for scheme, gpf in (("bp", 0.0), ("adagp", 0.4)):
+    ops = resnet18.training_ops(32)
+    out = np.array([math.prod(l.out) * 32 * 2 for l in resnet18.layers], float)
+    par = np.array([l.params * 2 for l in resnet18.layers], float)
+    plan = scheme_plan(SurrogateConfig(scheme=name), resnet18, 32)
+    mp = model_pipeline(ops, stages=1, hw=hw, out_bytes=out, param_bytes=par, plan=plan)
+    steps = step_costs(ops, plan=plan, hw=hw)
+    for scheme, gpf in (("bp", 0.0), (name, 0.4)):
         ref = job_cost(steps, n_steps=500, warmup_frac=0.1, gp_fraction=gpf, scheme=scheme)
         job = pipeline_job(mp, "1f1b", 1, n_steps=500, samples_per_step=32, scheme=scheme, warmup_frac=0.1,
                            gp_fraction=gpf)
@@ -72,7 +76,7 @@ def test_one_stage_one_microbatch_is_the_single_accelerator_job(resnet18):
 def test_stage_costs_add_up_to_the_whole_model_when_nothing_spills(resnet18):
     # SRAM large enough for every stash: no stash traffic, so the stages' parts sum to the whole model's
     hw = Hardware(rows=16, cols=16, ifmap_kb=1 << 20, filter_kb=1 << 20, ofmap_kb=1 << 20)
-    ops, out, par, _, _ = _inputs(resnet18, 8)
+    ops, out, par, _ = _inputs(resnet18, 8)
     whole = step_costs(ops, hw=hw).bp.parts_s
     mp = model_pipeline(ops, stages=3, hw=hw, out_bytes=out, param_bytes=par, link=Link(10.0, 2.0))
     c = mp.bp
@@ -93,7 +97,7 @@ def test_stage_costs_add_up_to_the_whole_model_when_nothing_spills(resnet18):
 
 def test_more_stages_run_faster(resnet18):
     hw = Hardware(rows=16, cols=16, dataflow="ws")
-    ops, out, par, pt, pi = _inputs(resnet18, 8)
+    ops, out, par, plan = _inputs(resnet18, 8)
     jobs = []
     for p in (1, 2, 4):
         mp = model_pipeline(ops, stages=p, hw=hw, out_bytes=out, param_bytes=par)
@@ -109,10 +113,10 @@ def test_more_stages_run_faster(resnet18):
 
 def test_data_parallel_replicas_all_reduce_the_gradients(resnet18):
     hw = Hardware(rows=16, cols=16, dataflow="ws")
-    ops, out, par, pt, pi = _inputs(resnet18, 8)
+    ops, out, par, plan = _inputs(resnet18, 8)
     link = Link(25.0, 3.0)
-    mp = model_pipeline(ops, stages=2, hw=hw, out_bytes=out, param_bytes=par, link=link, pred_train=pt,
-                        pred_infer=pi, pred_param_bytes=1000.0)
+    mp = model_pipeline(ops, stages=2, hw=hw, out_bytes=out, param_bytes=par, link=link, plan=plan,
+                        pred_param_bytes=1000.0)
     one = pipeline_job(mp, "zb-h1", 4, n_steps=10, samples_per_step=64, link=link)
     four = pipeline_job(mp, "zb-h1", 4, n_steps=10, samples_per_step=64, replicas=4, link=link)
     g = max(mp.grad_bytes)
@@ -130,8 +134,8 @@ def test_data_parallel_replicas_all_reduce_the_gradients(resnet18):
 
 def test_gp_steps_skip_the_backward_in_the_pipeline(resnet18):
     hw = Hardware(rows=16, cols=16, dataflow="ws")
-    ops, out, par, pt, pi = _inputs(resnet18, 8)
-    mp = model_pipeline(ops, stages=4, hw=hw, out_bytes=out, param_bytes=par, pred_train=pt, pred_infer=pi)
+    ops, out, par, plan = _inputs(resnet18, 8)
+    mp = model_pipeline(ops, stages=4, hw=hw, out_bytes=out, param_bytes=par, plan=plan)
     job = pipeline_job(mp, "1f1b", 8, n_steps=100, samples_per_step=64, scheme="adagp", gp_fraction=1.0)
     assert job.steps_gp == 100 and set(job.step) == {"gp"}
     kinds = {r.kind for r in job.step["gp"].timeline}
@@ -149,7 +153,7 @@ def test_gp_steps_skip_the_backward_in_the_pipeline(resnet18):
 
 def test_bad_model_inputs_name_the_field(resnet18):
     hw = Hardware()
-    ops, out, par, _, _ = _inputs(resnet18, 2)
+    ops, out, par, _ = _inputs(resnet18, 2)
     with pytest.raises(ValueError, match="hardware: one accelerator"):
         model_pipeline(ops, stages=2, hw=[hw], out_bytes=out, param_bytes=par)
     with pytest.raises(ValueError, match="out_bytes"):
