@@ -198,7 +198,9 @@ def gp_order(order: list[list[Op]]) -> list[list[Op]]:
 # -- costs and links -------------------------------------------------------------------------------------
 def _vec(x, n: int, name: str, default: float = 0.0) -> tuple[float, ...]:
     if x is None:
-        x = default
+        return (float(default),) * n
+    if type(x) is tuple and len(x) == n and all(type(v) is float and 0.0 <= v < math.inf for v in x):
+        return x  # already checked (the fast path of dataclasses.replace)
     a = np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) if np.ndim(x) == 0 else np.asarray(x, float)
     if a.shape != (n,):
         raise ValueError(f"{name}: expected {n} values, got {a.size}")

@@ -123,7 +123,7 @@ STUDY_CASES = {
     "unknown_knob": (edit(_ROWS, _ROWS + "\ncolour = [1, 2]"),
                      ("space.hardware.colour", "unknown knob", "allowed:", "rows")),
     "unknown_space_section": (edit("[space.training]", "[space.tranining]"),
-                              ("space.tranining", "unknown section", "hardware, training")),
+                              ("space.tranining", "unknown section", "hardware, parallel, training")),
     "wrong_type_trials": (edit("trials = 12", 'trials = "ten"'),
                           ("study.trials", "expected an integer", "'ten'")),
     "wrong_type_training": (edit("epochs = 2\n\n[hardware]", 'epochs = "two"\n\n[hardware]'),
