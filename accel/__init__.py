@@ -13,6 +13,8 @@ Public API (keyword-only where it matters; every function accepts one configurat
 * :func:`vector_cost` ``(elems, *, hw, tech=None, elem_bytes=None, dram_fraction=1.0, sum_over=None,
   include_leakage=True)`` -> :class:`VectorCost`: bandwidth-bound vector-unit ops.
 * :func:`area_mm2`, :func:`area_breakdown`, :func:`leakage_w`, :func:`peak_power_w`.
+* :mod:`accel.schedule` -- training steps and jobs on one accelerator; :mod:`accel.pipeline` -- several:
+  pipeline schedules, the step timer, balanced stages of a model, data-parallel jobs (``docs/pipeline.md``).
 
 Shapes: op arrays are (L,); results are (L,) for a Hardware and (H, L) for a HardwareArray, or reduced over
 ops with ``sum_over`` weights (L,) / (L, P). Units: cycles, words, bytes, pJ, seconds, mm^2, W.

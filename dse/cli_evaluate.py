@@ -73,6 +73,12 @@ def evaluate(
     typer.echo(f"energy {s['energy_j']:.4g} J, saving {100 * s['energy_saving_total']:.1f}% vs the reference; "
                f"area {s['area_mm2']:.3f} mm^2 (reference {s['area_mm2_ref']:.3f}); average power "
                f"{s['power_w']:.3g} W, peak {s['peak_power_w']:.3g} W")
+    if cfg.parallel is not None:
+        par = cfg.parallel
+        typer.echo(f"pipeline: {par.stages} stages x {par.replicas} replica(s) = {par.devices} accelerators, "
+                   f"{par.schedule}, {par.microbatches} micro-batches per step; {s['throughput']:.4g} samples/s, "
+                   f"bubble {s['bubble_rate']:.3f}, peak activations {s['peak_act_bytes'] / 1e6:.4g} MB per "
+                   f"device (energy, average power: the whole system; area, peak power: one accelerator)")
     src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
     typer.echo(f"GP fraction {m['gp_fraction']:.3f} of post-warm-up steps ({src}); warm-up {s['warmup']:.2f}")
     if "accuracy" in m:
