@@ -163,3 +163,16 @@ def test_bad_model_inputs_name_the_field(resnet18):
     mp = model_pipeline(ops, stages=2, hw=[hw, hw.replace(rows=64)], out_bytes=out, param_bytes=par)
     with pytest.raises(ValueError, match="replicas"):
         pipeline_job(mp, "1f1b", 2, n_steps=1, samples_per_step=4, replicas=0)
+
+
+def test_one_accelerator_per_stage_balances_by_each_ones_times(resnet18):
+    ops, out, par, _ = _inputs(resnet18, 8)
+    slow, fast = Hardware(rows=8, cols=8), Hardware(rows=32, cols=32)
+    same = model_pipeline(ops, stages=2, hw=slow, out_bytes=out, param_bytes=par)
+    mixed = model_pipeline(ops, stages=2, hw=[slow, fast], out_bytes=out, param_bytes=par)
+    assert mixed.starts[1] < same.starts[1]  # the slow first stage gets fewer layers
+    t_slow, t_fast = layer_times(ops, slow)[0], layer_times(ops, fast)[0]
+    cut = mixed.starts[1]
+    assert max(t_slow[:cut].sum(), t_fast[cut:].sum()) == pytest.approx(
+        min(max(t_slow[:c].sum(), t_fast[c:].sum()) for c in range(1, len(t_slow))))
+    assert mixed.leakage_w[0] < mixed.leakage_w[1]
