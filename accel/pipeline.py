@@ -339,11 +339,14 @@ class PipelineStep:
 
 def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *, gp: bool = False,
              order: list[list[Op]] | None = None) -> PipelineStep:
-    """Time one step of ``schedule`` (or an explicit ``order``) with ``microbatches`` on ``costs``."""
+    """Time one step of ``schedule`` (or an explicit ``order``: one list of ``(kind, micro_batch, chunk)``
+    per device) with ``microbatches`` on ``costs``; ``gp``: an ADA-GP GP step of that schedule. Appends the
+    all-reduce (``R``) and the update (``U``) to every device's order when they cost anything."""
     p, v = costs.devices, costs.chunks
     m = microbatches
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
         raise ValueError(f"microbatches: must be an integer >= 1, got {m!r}")
+    name = schedule if order is None else "custom"
     if order is None:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule: unknown {schedule!r}; one of {', '.join(SCHEDULES)}")
@@ -457,7 +460,7 @@ def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *
         peak_u.append(round(pu, 9))
         peak_b.append(pb)
     bubble = 1.0 - sum(busy) / (p * span) if span > 0 else 0.0
-    return PipelineStep(schedule=schedule if order is not None else schedule, stages=p, microbatches=m,
+    return PipelineStep(schedule=name, stages=p, microbatches=m,
                         chunks=v, gp=gp, makespan=makespan, span=span, bubble_rate=bubble,
                         busy_s=tuple(busy), idle_s=tuple(span - b for b in busy), peak_act=tuple(peak_u),
                         peak_act_bytes=tuple(peak_b), link_bytes=link_bytes, timeline=tuple(OpRecord(*x) for x in rec))
