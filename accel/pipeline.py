@@ -75,6 +75,8 @@ __all__ = [
 ]
 
 KINDS = ("F", "B", "W", "BW", "P", "R", "U")
+#: the most forwards (stages x chunks x micro-batches) one step may have: a bound on the timer's work
+MAX_OPS = 1_000_000
 #: op kinds that are computation (busy); ``R`` (all-reduce) is waiting
 _BUSY = frozenset(("F", "B", "W", "BW", "P", "U"))
 
@@ -346,6 +348,9 @@ def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *
     m = microbatches
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
         raise ValueError(f"microbatches: must be an integer >= 1, got {m!r}")
+    if p * v * m > MAX_OPS:
+        raise ValueError(f"microbatches: {p} stages x {v} chunks x {m} micro-batches is more than {MAX_OPS:,} "
+                         f"forwards to time in one step")
     name = schedule if order is None else "custom"
     if order is None:
         if schedule not in SCHEDULES:
