@@ -1,10 +1,10 @@
 """What keeps a run's storage consistent whatever stops it: signals, dead workers, queued trials, faults.
 
 - :class:`Guard` (installed for a run by :func:`guarded`): SIGINT and SIGTERM set a flag while Optuna does
-  its bookkeeping (asking for a trial, recording its result: any code with an Optuna frame on the stack) and
-  raise ``KeyboardInterrupt`` inside an objective's own work (:meth:`Guard.raising`), in dse's own code
-  between trials, or when a deferred signal is delivered again 0.2 s later (:meth:`Guard.check` raises it
-  at once). A trial is therefore never left
+  its bookkeeping (asking for a trial, recording its result: the innermost frame of Optuna or of dse is
+  Optuna's) and raise ``KeyboardInterrupt`` in the objective's own work (:meth:`Guard.raising` makes that
+  explicit), in dse's own code between trials, or when a deferred signal is delivered again 0.2 s later
+  (:meth:`Guard.check` raises it at once). A trial is therefore never left
   RUNNING without its owner's record, and a second Ctrl-C cannot break Optuna's own code.
 - :func:`queue`: enqueue a trial marked with the process that queued it; :func:`drop_queued` fails this
   process's WAITING trials when its run ends, and :func:`orphans` finds RUNNING and WAITING trials that no
@@ -152,11 +152,20 @@ class Guard:
         return study
 
 
+#: packages whose code a signal interrupts at once (the objective's own work, dse's loops)
+_OURS = ("dse", "models", "accel")
+
+
 def _in_optuna(frame) -> bool:
-    """Whether the interrupted code runs inside Optuna (its bookkeeping, or an objective called by it)."""
+    """Whether the interrupted code is Optuna's bookkeeping: the innermost frame that is Optuna's or ours
+    (libraries such as SQLAlchemy in between are skipped) is Optuna's. An objective's own work, called by
+    Optuna, is ours."""
     while frame is not None:
-        if frame.f_globals.get("__name__", "").startswith("optuna"):
+        name = frame.f_globals.get("__name__", "")
+        if name == "optuna" or name.startswith("optuna."):
             return True
+        if name.split(".", 1)[0] in _OURS:
+            return False
         frame = frame.f_back
     return False
 
