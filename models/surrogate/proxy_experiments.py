@@ -41,10 +41,14 @@ def _row(label: str, cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, An
 
 
 def scheme_rows(base: SurrogateConfig, fractions: Sequence[float], seeds: Sequence[int],
-                schemes: Sequence[str] = SCHEMES) -> list[dict[str, Any]]:
-    """Each scheme at each fixed GP fraction with its BP reference and the three controls."""
-    return [_row(f"{s}, fixed {f}", base.replace(scheme=s, adaptive=False, gp_fraction=f), seeds)
-            for f in fractions for s in schemes]
+                schemes: Sequence[str] = SCHEMES, local_width: int | None = None) -> list[dict[str, Any]]:
+    """Each scheme at each fixed GP fraction with its BP reference and the three controls (``local_width``:
+    the local heads' size for the ``local`` rows, default the base's)."""
+    def cfg(s, f):
+        extra = {"local_width": local_width} if s == "local" and local_width is not None else {}
+        return base.replace(scheme=s, adaptive=False, gp_fraction=f, **extra)
+
+    return [_row(f"{s}, fixed {f}", cfg(s, f), seeds) for f in fractions for s in schemes]
 
 
 def budget_rows(base: SurrogateConfig, budgets: Sequence[int], fractions: Sequence[float], seeds: Sequence[int],
@@ -122,12 +126,13 @@ def main(argv=None) -> None:
     ap.add_argument("--fractions", type=float, nargs="*", default=[0.2, 0.5])
     ap.add_argument("--schemes", nargs="*", default=list(SCHEMES), choices=list(SCHEMES))
     ap.add_argument("--budgets", type=int, nargs="*", default=None, help="epochs (default: the task's three)")
+    ap.add_argument("--local-width", type=int, default=None, help="local_width of the local rows")
     ap.add_argument("--budget-schemes", nargs="*", default=["efb", "adagp"], choices=list(SCHEMES))
     args = ap.parse_args(argv)
     seeds, bseeds = args.seed_list or range(args.seeds), range(args.budget_seeds)
     for what in args.only:
         if what == "fashion":
-            text = markdown_schemes(scheme_rows(FASHION, args.fractions, seeds, args.schemes))
+            text = markdown_schemes(scheme_rows(FASHION, args.fractions, seeds, args.schemes, args.local_width))
         elif what == "mnist1d":
             text = markdown_schemes(scheme_rows(SurrogateConfig(), args.fractions, seeds, args.schemes))
         elif what == "budget":
