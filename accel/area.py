@@ -4,8 +4,8 @@
 * SRAM: ``(ifmap_kb + filter_kb + ofmap_kb + pred_kb) * sram_mm2_per_kib`` (both halves of each buffer);
 * vector unit: ``vector_width * vector_lane_area_um2``;
 * leakage: ``total area * leakage_mw_per_mm2``;
-* peak power: leakage + the dynamic power of every PE doing one MAC per cycle (MAC, register and inter-PE
-  energy), the array's SRAM traffic at that rate (rows + cols operand words read, cols results written per
+* peak power: leakage + the dynamic power of every PE doing one MAC per cycle (MAC, and the register and
+  inter-PE bytes of the configuration's dataflow per MAC in steady state), the array's SRAM traffic at that rate (rows + cols operand words read, cols results written per
   cycle, at the default buffers' access energy), the vector unit at full rate, and DRAM at full bandwidth.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from accel.dataflow import DATAFLOWS
 from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 
@@ -54,8 +55,13 @@ def peak_power_w(hw: Hardware | HardwareArray, tech: Tech | None = None):
     tech = tech or default_tech()
     h, single = as_array(hw)
     f = h.clock_ghz * 1e9
-    scale = h.word_bytes / 2.0
-    per_mac = tech.mac_pj + (tech.rf_accesses_per_mac * tech.rf_pj + tech.interpe_moves_per_mac * tech.interpe_pj) * scale
+    # per MAC in steady state, the dataflow's register and inter-PE bytes (edges and preloads aside)
+    rf_b, ip_b = np.zeros(len(h)), np.zeros(len(h))
+    for df in DATAFLOWS:
+        m = h.dataflow == df.code
+        rb, ib = df.steady_pe_bytes(h.word_bytes[m].astype(np.float64), h.acc_bytes[m].astype(np.float64))
+        rf_b[m], ip_b[m] = rb, ib
+    per_mac = tech.mac_pj + rf_b * tech.rf_pj_per_byte + ip_b * tech.interpe_pj_per_byte
     pes = h.rows * h.cols + h.pred_rows * h.pred_cols
     sram = ((h.rows * h.word_bytes) * tech.sram_pj_per_byte(h.ifmap_kb / 2.0)
             + (h.cols * h.word_bytes) * tech.sram_pj_per_byte(h.filter_kb / 2.0)

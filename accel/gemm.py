@@ -7,31 +7,36 @@ and a :class:`~accel.hardware.Hardware` (results of shape ``(L,)``) or a
 ``(L,)`` or ``(L, P)``) every field is reduced over ops to ``(H,)`` / ``(H, P)`` inside the computation,
 which keeps memory small for large sweeps.
 
-The equations are documented in ``docs/accelerator.md``; in short, with ``(Sr, Sc, T)`` the mapping's
-spatial rows, spatial columns and temporal extent (OS: ``(M, N, K)``, WS: ``(K, N, M)``, IS: ``(K, M, N)``)
-and ``Fr = ceil(Sr/R)``, ``Fc = ceil(Sc/C)``:
+A convolution is costed in its im2col GEMM view for the array (cycles, array-side SRAM accesses), but its
+DRAM traffic is that of the raw input: pass ``im2col`` (an :class:`Im2col`, or an op table's geometry via
+:func:`op_im2col`) and the A operand is fetched as input rows and columns (the halo that kernel and stride
+imply), the windows being formed on chip.
 
-* compute cycles = ``repeat * (Fr*Fc*(R + C + T - 2) - 1)`` (OS) or ``repeat * (Fr*Fc*(2R + C + T - 2) - 1)``
-  (WS, IS): SCALE-Sim 3.0.0's "Total Cycles", cycle-exact (tests/data/scalesim);
-* array-side SRAM accesses per operand follow the mapping (and equal SCALE-Sim's counters);
-* DRAM bytes: unique data, plus re-fetches (or partial-sum spills) when a working set does not fit its
-  buffer half, for the better of the two fold loop orders;
-* time = fill + max(compute, remaining DRAM bytes / bandwidth) + drain, with double buffering.
+The equations are documented in ``docs/accelerator.md``; in short, the dataflow (:mod:`accel.dataflow`, one
+class each) gives the mapping ``(Sr, Sc, T)``, SCALE-Sim-exact compute cycles and array-side SRAM counters,
+and the register-file and inter-PE bytes; this module adds DRAM traffic (unique data, plus re-fetches or
+partial-sum spills only when the tile that must stay resident does not fit its buffer half, for the best
+of three loop orders), time (fill + max(compute, DRAM) + drain, double-buffered) and energy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from accel.dataflow import DATAFLOWS, Dataflow
 from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 
-__all__ = ["GemmCost", "gemm_cost", "OPERANDS", "ENERGY_COMPONENTS"]
+__all__ = ["GemmCost", "gemm_cost", "Im2col", "op_im2col", "OPERANDS", "ENERGY_COMPONENTS", "IM2COL_ROLES"]
 
 OPERANDS = ("ifmap", "filter", "ofmap")
 ENERGY_COMPONENTS = ("mac", "rf", "interpe", "sram", "dram", "leakage")
+
+#: what the A operand of an op is: a plain matrix, the im2col matrix of a convolution's input (M = output
+#: pixels, K = window), or its transpose (M = window, K = output pixels: the weight gradient)
+IM2COL_ROLES = ("none", "window_cols", "window_rows")
 
 #: target number of (configuration, op) elements per block: blocks stay cache-sized
 _BLOCK_ELEMS = 1 << 16
@@ -60,6 +65,9 @@ class GemmCost:
     dram_bytes: dict
     dram_read_bytes: np.ndarray
     dram_write_bytes: np.ndarray
+    #: register-file bytes and bytes moved between neighbouring PEs
+    rf_bytes: np.ndarray
+    interpe_bytes: np.ndarray
     #: energy per component in pJ, keys mac, rf, interpe, sram, dram, leakage, total
     energy_pj: dict
     time_s: np.ndarray
@@ -69,8 +77,361 @@ class GemmCost:
         return self.energy_pj["total"]
 
 
-_ARRAY_FIELDS = ("compute_cycles", "stall_cycles", "total_cycles", "macs", "dram_read_bytes",
-                 "dram_write_bytes", "time_s")
+# -- convolution geometry ------------------------------------------------------------------------------
+_GEOM = ("in_h", "in_w", "in_c", "k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation")
+
+
+@dataclass(frozen=True)
+class Im2col:
+    """Per op, what the A operand is (``role``, an index into :data:`IM2COL_ROLES`) and, for a convolution,
+    its input geometry per product (per group): input ``in_h x in_w`` with ``in_c`` channels, a ``k_h x k_w``
+    kernel, strides, paddings and dilation. Arrays of shape (L,); rows with role 0 ignore the geometry.
+
+    Role 1 (``window_cols``): A = im2col(X), ``M = images * P * Q`` output pixels, ``K = in_c * k_h * k_w``
+    (a forward convolution). Role 2 (``window_rows``): A = im2col(X)^T, ``M`` the window and ``K`` the
+    pixels (the weight gradient ``dW = X_col^T @ dY``).
+    """
+
+    role: np.ndarray
+    in_h: np.ndarray
+    in_w: np.ndarray
+    in_c: np.ndarray
+    k_h: np.ndarray
+    k_w: np.ndarray
+    stride_h: np.ndarray
+    stride_w: np.ndarray
+    pad_h: np.ndarray
+    pad_w: np.ndarray
+    dilation: np.ndarray
+
+    @classmethod
+    def from_table(cls, table) -> "Im2col":
+        """From an (L, 11) array of rows ``(role, in_h, in_w, in_c, k_h, k_w, stride_h, stride_w, pad_h,
+        pad_w, dilation)`` (the layout of ``TrainingOps.im2col``)."""
+        t = np.asarray(table, dtype=np.int64)
+        if t.ndim != 2 or t.shape[1] != 11:
+            raise ValueError(f"im2col: expected an (L, 11) table, got shape {t.shape}")
+        return cls(*(t[:, i] for i in range(11)))
+
+    @classmethod
+    def conv(cls, h, w, c, kh, kw, *, stride=1, pad=0, dilation=1, role=1, n=1) -> "Im2col":
+        """``n`` ops of one convolution geometry (scalars; stride and pad apply to both axes)."""
+        vals = (role, h, w, c, kh, kw, stride, stride, pad, pad, dilation)
+        return cls(*(np.full(n, v, dtype=np.int64) for v in vals))
+
+    def take(self, sel) -> "Im2col":
+        return Im2col(*(getattr(self, f.name)[sel] for f in fields(self)))
+
+    def check(self, M, K) -> None:
+        """Raise ``ValueError`` unless every conv row's geometry is valid and matches its GEMM view."""
+        L = M.shape[0]
+        for f in fields(self):
+            a = getattr(self, f.name)
+            if a.shape != (L,):
+                raise ValueError(f"im2col.{f.name}: must have shape ({L},) like the ops, got {a.shape}")
+        r = self.role
+        if np.any((r < 0) | (r >= len(IM2COL_ROLES))):
+            raise ValueError(f"im2col.role: must be 0, 1 or 2 ({', '.join(IM2COL_ROLES)})")
+        conv = r > 0
+        if not conv.any():
+            return
+        g = {f: getattr(self, f)[conv] for f in _GEOM}
+        for f in _GEOM:
+            low = 0 if f.startswith("pad") else 1
+            if np.any(g[f] < low):
+                raise ValueError(f"im2col.{f}: must be >= {low} on convolution rows")
+        P, Q = _out_size(g)
+        if np.any((P < 1) | (Q < 1)):
+            raise ValueError("im2col: the kernel does not fit the padded input on some convolution row")
+        window = g["in_c"] * g["k_h"] * g["k_w"]
+        pixels = np.where(r[conv] == 1, M[conv], K[conv])
+        wdim = np.where(r[conv] == 1, K[conv], M[conv])
+        if np.any(wdim != window) or np.any(pixels % (P * Q) != 0):
+            i = int(np.flatnonzero((wdim != window) | (pixels % (P * Q) != 0))[0])
+            raise ValueError(f"im2col: convolution row {int(np.flatnonzero(conv)[i])} does not match its GEMM "
+                             f"view (window {int(window[i])}, {int(P[i] * Q[i])} output pixels per image)")
+
+
+def _out_size(g):
+    eh = g["dilation"] * (g["k_h"] - 1) + 1
+    ew = g["dilation"] * (g["k_w"] - 1) + 1
+    P = (g["in_h"] + 2 * g["pad_h"] - eh) // g["stride_h"] + 1
+    Q = (g["in_w"] + 2 * g["pad_w"] - ew) // g["stride_w"] + 1
+    return P, Q
+
+
+def op_im2col(ops, sel=None) -> Im2col | None:
+    """The :class:`Im2col` of an op table (``ops.im2col``, an (L, 11) array), optionally of rows ``sel``;
+    ``None`` when the table carries no convolution geometry."""
+    table = getattr(ops, "im2col", None)
+    if table is None:
+        return None
+    t = np.asarray(table)
+    if sel is not None:
+        t = t[sel]
+    if t.size == 0 or not np.any(t[:, 0] > 0):
+        return None
+    return Im2col.from_table(t)
+
+
+class _Ifmap:
+    """DRAM footprint of the A operand: a plain matrix, or a convolution's raw input (per product).
+
+    ``block(m, k)``: bytes of the data one ``m x k`` block of A needs (for a convolution: the input rows and
+    columns its windows touch, over the channels its window range covers); ``full()``: the unique bytes of
+    the whole operand; ``inv_m`` / ``inv_k``: the largest extent along M (K) whose block, with the other
+    extent given, fits ``cap`` bytes. Every function is the dense matrix's where the op is no convolution.
+    """
+
+    def __init__(self, M, K, w, geo: Im2col | None):
+        self.M, self.K, self.w = M, K, w
+        self.conv = None
+        if geo is None or not np.any(geo.role > 0):
+            return
+        self.role = geo.role
+        self.conv = geo.role > 0
+        # harmless values (a 1x1 input, 1x1 kernel) on rows that are no convolution
+        g = {f: np.where(self.conv, getattr(geo, f), 0 if f.startswith("pad") else 1).astype(np.float64)
+             for f in _GEOM}
+        one = lambda x: np.where(self.conv, x, 1.0)  # noqa: E731
+        P, Q = _out_size(g)
+        self.P, self.Q = one(P), one(Q)
+        self.H, self.W, self.C = one(g["in_h"]), one(g["in_w"]), one(g["in_c"])
+        self.kh, self.kw = one(g["k_h"]), one(g["k_w"])
+        self.sh, self.sw = one(g["stride_h"]), one(g["stride_w"])
+        self.eh = one(g["dilation"] * (g["k_h"] - 1) + 1)
+        self.ew = one(g["dilation"] * (g["k_w"] - 1) + 1)
+        self.win = self.C * self.kh * self.kw
+        self.pix = np.where(self.role == 1, M, K)
+        self.pq = self.P * self.Q
+        self.Hu = np.minimum(self.H, self._rows(self.P))   # input rows the whole layer touches
+        self.Wu = np.minimum(self.W, self._cols(self.Q))
+
+    # rows / columns of the (padded) input that r output rows / q output columns touch
+    def _rows(self, r):
+        return np.minimum(r * self.kh, (r - 1.0) * self.sh + self.eh)
+
+    def _cols(self, q):
+        return np.minimum(q * self.kw, (q - 1.0) * self.sw + self.ew)
+
+    def _raw(self, p, k):
+        """Raw-input bytes of a block of ``p`` output pixels x ``k`` window entries."""
+        images = np.maximum(1.0, p / self.pq)
+        pin = np.minimum(p, self.pq)
+        multi = pin >= self.Q
+        rows = np.where(multi, np.minimum(self.H, self._rows(pin / self.Q)), np.minimum(self.H, self.kh))
+        cols = np.where(multi, self.Wu, np.minimum(self.W, self._cols(pin)))
+        chans = np.minimum(self.C, (np.minimum(k, self.win) - 1.0) / (self.kh * self.kw) + 1.0)
+        return images * rows * cols * chans * self.w
+
+    def _pk(self, m, k):
+        """(pixels, window) extents of an m x k block of A."""
+        return (np.where(self.role == 1, m, k), np.where(self.role == 1, k, m))
+
+    def block(self, m, k):
+        dense = m * k * self.w
+        if self.conv is None:
+            return dense
+        p, kk = self._pk(m, k)
+        return np.where(self.conv, np.minimum(dense, self._raw(p, kk)), dense)
+
+    def full(self):
+        dense = self.M * self.K * self.w
+        if self.conv is None:
+            return dense
+        raw = (self.pix / self.pq) * self.Hu * self.Wu * self.C * self.w
+        return np.where(self.conv, np.minimum(dense, raw), dense)
+
+    def passes(self, m, k):
+        """Bytes of one pass over A in independent ``m x k`` blocks (halos fetched again per block)."""
+        dense = self.M * self.K * self.w
+        if self.conv is None:
+            return dense + 0.0 * m * k
+        # whole blocks plus the partial ones at the ends of each dimension
+        m, k = np.minimum(m, self.M), np.minimum(k, self.K)
+        nm, nk = np.floor(self.M / m), np.floor(self.K / k)
+        rm, rk = self.M - nm * m, self.K - nk * k
+        b = (nm * nk * self.block(m, k) + nm * np.where(rk > 0, self.block(m, np.maximum(rk, 1.0)), 0.0)
+             + nk * np.where(rm > 0, self.block(np.maximum(rm, 1.0), k), 0.0)
+             + np.where((rm > 0) & (rk > 0), self.block(np.maximum(rm, 1.0), np.maximum(rk, 1.0)), 0.0))
+        return np.where(self.conv, np.clip(b, self.full(), dense), dense)
+
+    def _inv_pixels(self, cap, kk):
+        """Largest pixel extent p (with window extent kk) whose raw block fits cap."""
+        chans = np.minimum(self.C, (np.minimum(kk, self.win) - 1.0) / (self.kh * self.kw) + 1.0)
+        b = cap / (chans * self.w)                      # budget in input pixels
+        img = self.Hu * self.Wu
+        whole = np.floor(b / img) * self.pq             # whole images
+        br = b / self.Wu                                # budget in full input rows
+        r = np.maximum(np.floor(br / self.kh), np.floor((br - self.eh) / self.sh) + 1.0)
+        r = np.clip(r, 0.0, self.P)
+        rows1 = np.minimum(self.H, self.kh)
+        bc = b / rows1
+        q = np.maximum(np.floor(bc / self.kw), np.floor((bc - self.ew) / self.sw) + 1.0)
+        q = np.clip(q, 0.0, self.Q)
+        return np.where(b >= img, whole, np.where(r >= 1.0, r * self.Q, q))
+
+    def _inv_window(self, cap, p):
+        """Largest window extent k (with pixel extent p) whose raw block fits cap."""
+        c_max = cap / self._raw(p, 1.0)                 # channels whose windows fit
+        khw = self.kh * self.kw
+        # a run of k window entries touches (k - 1) / (kh * kw) + 1 channels on average
+        k = np.where(c_max >= 1.0, np.floor((c_max - 1.0) * khw + 1.0), 0.0)
+        return np.where(c_max >= self.C, self.win, k)
+
+    def inv_m(self, cap, k):
+        dense = np.floor(cap / (k * self.w))
+        if self.conv is None:
+            return dense
+        p_or_k = np.where(self.role == 1, self._inv_pixels(cap, k), self._inv_window(cap, k))
+        return np.where(self.conv, np.maximum(dense, p_or_k), dense)
+
+    def inv_k(self, cap, m):
+        dense = np.floor(cap / (m * self.w))
+        if self.conv is None:
+            return dense
+        p_or_k = np.where(self.role == 1, self._inv_window(cap, m), self._inv_pixels(cap, m))
+        return np.where(self.conv, np.maximum(dense, p_or_k), dense)
+
+
+class _Dense:
+    """DRAM footprint of a dense operand (the filter B, or the ofmap) with dims (d1, d2)."""
+
+    def __init__(self, d1, d2, nbytes):
+        self.d1, self.d2, self.b = d1, d2, nbytes
+
+    def block(self, x, y):
+        return x * y * self.b
+
+    def full(self):
+        return self.d1 * self.d2 * self.b
+
+    def passes(self, x, y):
+        return self.full() + 0.0 * x * y
+
+    def inv_1(self, cap, y):
+        return np.floor(cap / (y * self.b))
+
+    def inv_2(self, cap, x):
+        return np.floor(cap / (x * self.b))
+
+
+class _Operand:
+    """An operand's footprint seen through a dataflow: extents along the GEMM dims it spans."""
+
+    def __init__(self, fp, dims: tuple[str, str]):
+        self.fp, self.dims = fp, dims
+
+    def _xy(self, ext):
+        return ext[self.dims[0]], ext[self.dims[1]]
+
+    def block(self, ext):
+        return self.fp.block(*self._xy(ext))
+
+    def full(self):
+        return self.fp.full()
+
+    def passes(self, ext):
+        return self.fp.passes(*self._xy(ext))
+
+    def stream(self, ext, cap):
+        """One pass streaming ``ext`` blocks: unique data if one block fits (its neighbours' overlap stays
+        on chip), else every block with its own halo."""
+        return np.where(self.block(ext) <= cap, self.full(), self.passes(ext))
+
+    def inv(self, cap, along: str, ext):
+        """Largest extent along GEMM dim ``along`` (the other at ``ext``) whose block fits ``cap``."""
+        other = ext[self.dims[1] if along == self.dims[0] else self.dims[0]]
+        if isinstance(self.fp, _Ifmap):
+            return self.fp.inv_m(cap, other) if along == "M" else self.fp.inv_k(cap, other)
+        return self.fp.inv_1(cap, other) if along == self.dims[0] else self.fp.inv_2(cap, other)
+
+
+_OP_DIMS = {"ifmap": ("M", "K"), "filter": ("K", "N"), "ofmap": ("M", "N")}
+
+
+def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
+    """DRAM bytes per product: reads and writes per operand, for the best of the dataflow's loop orders.
+
+    A: column chunks outer (SCALE-Sim's order when a chunk is one fold); B: row chunks outer; C (WS, IS):
+    the temporal dimension in chunks outer. A chunk is the largest run of folds whose resident tile fits
+    its buffer half; see docs/accelerator.md for the rules.
+    """
+    Dr, Dc, Dt = df.dims
+    fps = {"ifmap": _Ifmap(M, K, w, geo), "filter": _Dense(K, N, w), "ofmap": _Dense(M, N, w)}
+    acc = _Dense(M, N, a)  # the ofmap as accumulators
+    op = {k: _Operand(v, _OP_DIMS[k]) for k, v in fps.items()}
+    S, Rop, Cop = op[df.stationary], op[df.row_op], op[df.col_op]
+    cs, cr, cc = half[df.stationary], half[df.row_op], half[df.col_op]
+    Re, Ce = np.minimum(R, Sr), np.minimum(C, Sc)
+    ext = lambda r, c, t: {Dr: r, Dc: c, Dt: t}  # noqa: E731
+    out_psum = df.col_op == "ofmap"
+    Acc = _Operand(acc, _OP_DIMS["ofmap"])
+    cop_once = Cop.full()
+    s_once = 0.0 * Sr if df.stationary == "ofmap" else S.stream(ext(Re, Ce, T), cs)
+    s_write = S.full() if df.stationary == "ofmap" else 0.0 * Sr
+
+    def chunk(extent, unit, total):
+        """Chunk size in whole folds (a multiple of the array edge), at most the whole extent."""
+        return np.minimum(np.floor(extent / unit) * unit, total)
+
+    def psum_spill(rounds):
+        return acc.full() * 2.0 * np.maximum(rounds - 1.0, 0.0)  # written and read back per extra round
+
+    orders = []
+    # -- A: Sc-chunks outer, Sr folds inner ------------------------------------------------------------
+    holder = Acc if out_psum else Cop
+    v = chunk(holder.inv(cc, Dc, ext(Re, Ce, T)), C, Sc)
+    ok = v >= Ce
+    n_c = np.where(ok, np.ceil(Sc / np.maximum(v, 1.0)), Fc)
+    rop_a = np.where(Rop.full() <= cr, Rop.full(), n_c * Rop.stream(ext(Re, Ce, T), cr))
+    if out_psum:
+        cop_a_rd = np.where(ok, 0.0, psum_spill(Fr) / 2.0)
+        cop_a_wr = cop_once + cop_a_rd
+    else:
+        cop_a_rd = np.where(ok, cop_once, Fr * Cop.passes(ext(Re, Ce, T)))
+        cop_a_wr = 0.0 * Sr
+    orders.append((rop_a, cop_a_rd, cop_a_wr, s_once))
+    # -- B: Sr-chunks outer, Sc folds inner ------------------------------------------------------------
+    u = chunk(Rop.inv(cr, Dr, ext(Re, Ce, T)), R, Sr)
+    ok = u >= Re
+    n_r = np.where(ok, np.ceil(Sr / np.maximum(u, 1.0)), Fr)
+    rop_b = np.where(ok, Rop.passes(ext(np.maximum(u, 1.0), Ce, T)), Fc * Rop.passes(ext(Re, Ce, T)))
+    if out_psum:
+        fits = acc.full() <= cc
+        cop_b_rd = np.where(fits, 0.0, psum_spill(n_r) / 2.0)
+        cop_b_wr = cop_once + cop_b_rd
+    else:
+        cop_b_rd = np.where(Cop.full() <= cc, cop_once, n_r * Cop.stream(ext(Re, Ce, T), cc))
+        cop_b_wr = 0.0 * Sr
+    orders.append((rop_b, cop_b_rd, cop_b_wr, s_once))
+    # -- C (partial sums flowing): T-chunks outer, every fold inner; nothing spills --------------------
+    if out_psum:
+        t = np.minimum(Rop.inv(cr, Dt, ext(Sr, Sc, T)), Acc.inv(cc, Dt, ext(Sr, Sc, T)))
+        t = np.minimum(np.floor(t), T)
+        feasible = t >= 1.0
+        t1 = np.maximum(t, 1.0)
+        n_t = np.ceil(T / t1)
+        rop_c = np.where(feasible, Rop.passes(ext(Sr, Sc, t1)), np.inf)
+        s_c = np.where(S.full() <= cs, S.full(), n_t * S.stream(ext(Re, Ce, T), cs))
+        orders.append((rop_c, 0.0 * Sr, cop_once + 0.0 * Sr, s_c))
+    totals = [r + cr_ + cw + s for r, cr_, cw, s in orders]
+    best = np.argmin(np.stack(np.broadcast_arrays(*totals)), axis=0)
+    pick = lambda i: np.choose(best, [np.broadcast_to(o[i], best.shape) for o in orders])  # noqa: E731
+    rop, cop_rd, cop_wr, s_rd = pick(0), pick(1), pick(2), pick(3)
+    d_read = {df.row_op: rop, df.col_op: cop_rd, df.stationary: s_rd}
+    d_write = {op_: 0.0 for op_ in OPERANDS}
+    d_write[df.col_op] = cop_wr
+    d_write[df.stationary] = d_write[df.stationary] + s_write
+    # the ofmap's partial-sum reads are DRAM reads (written back first): they are in cop_rd above
+    fill = (np.minimum(S.block(ext(Re, Ce, T)), cs) if df.stationary != "ofmap" else 0.0) + \
+        np.minimum(Rop.block(ext(Re, Ce, T)), cr)
+    if df.stationary == "ofmap":
+        fill = fill + np.minimum(Cop.block(ext(Re, Ce, T)), cc)
+        drain = Re * Ce * w
+    else:
+        drain = np.minimum(Re, T) * Ce * w
+    return d_read, d_write, fill, drain
 
 
 def _as_ops(M, K, N, repeat):
@@ -90,140 +451,66 @@ def _as_ops(M, K, N, repeat):
     return out
 
 
-
-def _block(df: int, M, K, N, rep, hw: HardwareArray, idx: np.ndarray, tech: Tech, leakage_w, include_leakage):
+def _block(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray, tech: Tech, leakage_w,
+           include_leakage):
     """All fields for configurations ``idx`` (all of dataflow ``df``) over all ops, as (h, L) arrays."""
     col = lambda a: a[idx].astype(np.float64)[:, None]  # noqa: E731
     R, C = col(hw.rows), col(hw.cols)
     w, a = col(hw.word_bytes), col(hw.acc_bytes)
     half = {op: col(getattr(hw, f"{op}_kb")) * 512.0 for op in OPERANDS}  # bytes in one half
-    if df == 0:
-        Sr, Sc, T = M, N, K
-        roles = ("ofmap", "ifmap", "filter")  # stationary S, row-streamed Rop, column Cop
-    elif df == 1:
-        Sr, Sc, T = K, N, M
-        roles = ("filter", "ifmap", "ofmap")
-    else:
-        Sr, Sc, T = K, M, N
-        roles = ("ifmap", "filter", "ofmap")
-    s_op, r_op, c_op = roles
-    cap_s, cap_r, cap_c = half[s_op], half[r_op], half[c_op]
-
-    Fr = np.ceil(Sr / R)
-    Fc = np.ceil(Sc / C)
-    F = Fr * Fc
-    base = R + C - 2.0 if df == 0 else 2.0 * R + C - 2.0
-    # SCALE-Sim's count; the max() only matters for a 1x1 OS array, where F*(T+0)-1 would be one cycle
-    # fewer than the MACs it performs (the only deviation from SCALE-Sim, documented in docs/accelerator.md)
-    compute = np.maximum(F * (base + T) - 1.0, F * T) * rep
+    Sr, Sc, T = df.mapping(M, K, N)
+    Fr, Fc = np.ceil(Sr / R), np.ceil(Sc / C)
+    compute = df.compute_cycles(Sr, Sc, T, R, C, rep)
     macs = M * K * N * rep  # (L,)
 
-    Re = np.minimum(R, Sr)
-    Ce = np.minimum(C, Sc)
-    SrT, ScT, SrSc = Sr * T, Sc * T, Sr * Sc  # (L,)
+    reads, writes = df.sram_accesses(Sr, Sc, T, Fr, Fc)
+    reads = {op: reads[op] * rep for op in OPERANDS}
+    writes = {op: writes[op] * rep for op in OPERANDS}
+    rf_b, ip_b = df.pe_traffic(Sr, Sc, T, R, C, Fr, Fc, w, a)
+    rf_b, ip_b = rf_b * rep, ip_b * rep
 
-    # ---- array-side SRAM accesses (words, per op including repeat) -----------------------------
-    reads = {}
-    writes = {op: 0.0 for op in OPERANDS}
-    reads[r_op] = SrT * Fc * rep
-    if df == 0:
-        reads[c_op] = ScT * Fr * rep
-        reads[s_op] = 0.0
-        writes[s_op] = np.broadcast_to(SrSc * rep, Fr.shape)
-    else:
-        reads[s_op] = np.broadcast_to(SrSc * rep, Fr.shape)
-        writes[c_op] = ScT * Fr * rep          # partial sums (accumulator words)
-        reads[c_op] = ScT * (Fr - 1.0) * rep   # partial sums read back to accumulate
-
-    # ---- DRAM bytes (per repeat), best of two fold loop orders ------------------------------
-    # order A: column folds outer, row folds inner (SCALE-Sim's order); order B: the reverse.
-    rop_a = np.where(SrT * w <= cap_r, 1.0, Fc)
-    rop_b = np.where(Re * T * w <= cap_r, 1.0, Fc)
-    if df == 0:
-        cop_a = np.where(Ce * T * w <= cap_c, 1.0, Fr)
-        cop_b = np.where(ScT * w <= cap_c, 1.0, Fr)
-        traffic_a = SrT * rop_a + ScT * cop_a
-        traffic_b = SrT * rop_b + ScT * cop_b
-        use_b = traffic_b < traffic_a
-        rop_bytes = SrT * w * np.where(use_b, rop_b, rop_a)
-        cop_in = ScT * w * np.where(use_b, cop_b, cop_a)  # the column operand is an input here
-        s_bytes = SrSc * w                                 # outputs written once
-        d_read = {r_op: rop_bytes, c_op: cop_in, s_op: 0.0}
-        d_write = {s_op: s_bytes}
-    else:
-        spill_a = Ce * T * a > cap_c
-        spill_b = ScT * a > cap_c
-        psum = 2.0 * a * (Fr - 1.0)  # bytes per output element for a spill: write + read back per extra fold
-        s_once = SrSc * w
-        # bytes that differ between orders (+ ScT*w, the final outputs, in every order)
-        traffic_a = SrT * w * rop_a + ScT * np.where(spill_a, psum, 0.0) + s_once
-        traffic_b = SrT * w * rop_b + ScT * np.where(spill_b, psum, 0.0) + s_once
-        # order C: the temporal dimension in chunks of t (outer), all folds inner. t is the largest chunk
-        # whose row-operand slice (Sr x t) and output slice (Sc x t accumulators) fit their buffer halves;
-        # streamed data then moves once, and the stationary operand is re-fetched per chunk unless it fits.
-        t = np.minimum(np.minimum(np.floor(cap_r / (Sr * w)), np.floor(cap_c / (Sc * a))), T)
-        n_chunks = np.ceil(T / np.maximum(t, 1.0))
-        s_fac_c = np.where(s_once <= cap_s, 1.0, n_chunks)
-        traffic_c = np.where(t >= 1.0, SrT * w + s_once * s_fac_c, np.inf)
-        use_b = traffic_b < traffic_a
-        best_ab = np.where(use_b, traffic_b, traffic_a)
-        use_c = traffic_c < best_ab
-        rop_bytes = SrT * w * np.where(use_c, 1.0, np.where(use_b, rop_b, rop_a))
-        spill = np.where(use_c, False, np.where(use_b, spill_b, spill_a))
-        cop_rd = ScT * a * (Fr - 1.0) * spill
-        cop_wr = ScT * w + cop_rd
-        s_bytes = s_once * np.where(use_c, s_fac_c, 1.0)
-        d_read = {r_op: rop_bytes, s_op: s_bytes, c_op: cop_rd}
-        d_write = {c_op: cop_wr}
-    dram = {op: (d_read.get(op, 0.0) + d_write.get(op, 0.0)) * rep for op in OPERANDS}
-    dram_read = sum(np.asarray(d_read[op]) for op in d_read) * rep
-    dram_write = sum(np.asarray(d_write[op]) for op in d_write) * rep
+    d_read, d_write, fill, drain = _dram(df, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo)
+    dram = {op: (d_read[op] + d_write[op]) * rep for op in OPERANDS}
+    dram_read = sum(np.asarray(d_read[op]) for op in OPERANDS) * rep
+    dram_write = sum(np.asarray(d_write[op]) for op in OPERANDS) * rep
     dram_total = dram_read + dram_write
 
-    # ---- time: first fill + overlapped middle + last drain ------------------------------------
-    if df == 0:
-        fill = np.minimum(Re * T * w, cap_r) + np.minimum(Ce * T * w, cap_c)
-        drain = Re * Ce * w
-    else:
-        fill = np.minimum(Re * Ce * w, cap_s) + np.minimum(Re * T * w, cap_r)
-        drain = np.minimum(Re, T) * Ce * w
+    # ---- time: first fill + overlapped middle + last drain ------------------------------------------
     bpc = col(hw.bandwidth_gbps) / col(hw.clock_ghz)  # bytes per cycle
-    edge = fill + drain
+    edge = np.minimum(fill + drain, dram_total)
     total = edge / bpc + np.maximum(compute, np.maximum(dram_total - edge, 0.0) / bpc)
     stall = total - compute
-    clock_hz = col(hw.clock_ghz) * 1e9
-    time_s = total / clock_hz
+    time_s = total / (col(hw.clock_ghz) * 1e9)
 
-    # ---- energy (pJ) ----------------------------------------------------------------------------
-    e_byte = {op: tech.sram_pj_per_byte(half[op] / 1024.0) for op in OPERANDS}
+    # ---- energy (pJ) ----------------------------------------------------------------------------------
     sram_e = 0.0
     for op in OPERANDS:
-        wb = a if (op == c_op and df != 0) else w  # partial sums are accumulator words
-        array_bytes = (np.asarray(reads[op]) + np.asarray(writes[op])) * wb
-        sram_e = sram_e + (array_bytes + dram[op]) * e_byte[op]
-    word_scale = w / 2.0
+        wb = a if (op == df.col_op and df.col_op == "ofmap") else w  # partial sums are accumulator words
+        array_bytes = (reads[op] + writes[op]) * wb
+        sram_e = sram_e + (array_bytes + dram[op]) * tech.sram_pj_per_byte(half[op] / 1024.0)
     energy = {
         "mac": macs * tech.mac_pj,
-        "rf": macs * (tech.rf_accesses_per_mac * tech.rf_pj) * word_scale,
-        "interpe": macs * (tech.interpe_moves_per_mac * tech.interpe_pj) * word_scale,
+        "rf": rf_b * tech.rf_pj_per_byte,
+        "interpe": ip_b * tech.interpe_pj_per_byte,
         "sram": sram_e,
         "dram": dram_total * tech.dram_pj_per_byte,
         "leakage": (leakage_w[idx][:, None] * 1e12) * time_s if include_leakage else 0.0 * total,
     }
     shape = total.shape
+    b = lambda x: np.broadcast_to(x, shape)  # noqa: E731
     return dict(
-        compute_cycles=compute, stall_cycles=stall, total_cycles=total, macs=np.broadcast_to(macs, shape),
-        dram_read_bytes=np.broadcast_to(dram_read, shape), dram_write_bytes=np.broadcast_to(dram_write, shape),
-        time_s=time_s,
-        sram_reads={op: np.broadcast_to(reads[op], shape) for op in OPERANDS},
-        sram_writes={op: np.broadcast_to(writes[op], shape) for op in OPERANDS},
-        dram_bytes={op: np.broadcast_to(dram[op], shape) for op in OPERANDS},
-        energy_pj={k: np.broadcast_to(v, shape) for k, v in energy.items()},
+        compute_cycles=b(compute), stall_cycles=stall, total_cycles=total, macs=b(macs),
+        dram_read_bytes=b(dram_read), dram_write_bytes=b(dram_write), time_s=time_s,
+        rf_bytes=b(rf_b), interpe_bytes=b(ip_b),
+        sram_reads={op: b(reads[op]) for op in OPERANDS},
+        sram_writes={op: b(writes[op]) for op in OPERANDS},
+        dram_bytes={op: b(dram[op]) for op in OPERANDS},
+        energy_pj={k: b(v) for k, v in energy.items()},
     )
 
 
 def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | None = None,
-              sum_over=None, include_leakage: bool = True) -> GemmCost:
+              sum_over=None, include_leakage: bool = True, im2col: Im2col | None = None) -> GemmCost:
     """Cost ``repeat`` x ``A[M x K] @ B[K x N]`` for every op (arrays of shape (L,)) on ``hw``.
 
     ``hw``: a Hardware (results shape (L,)) or a HardwareArray of H configurations (results (H, L)); mixed
@@ -232,8 +519,14 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
     per phase), shape (H,) / (H, P) (or () / (P,) for one Hardware); ``utilization`` is then recomputed as
     reduced MACs / (R*C*reduced total cycles). ``include_leakage``: add the whole chip's leakage over the
     op's time (turn off when the caller charges leakage over the wall time of a schedule itself).
+    ``im2col``: per-op convolution geometry (:class:`Im2col`); the A operand of a convolution row is then
+    fetched from DRAM as the raw input (default: every A is a plain matrix).
     """
     M, K, N, rep = _as_ops(M, K, N, repeat)
+    if im2col is not None:
+        im2col.check(M, K)
+        if not np.any(im2col.role > 0):
+            im2col = None
     hwa, single = as_array(hw)
     tech = tech or default_tech()
     from accel.area import leakage_w  # local: area imports hardware/tech only
@@ -247,11 +540,11 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
     out_shape = (H, L) if W is None else (H,) + W.shape[1:]
     out = _Collector(out_shape)
     rows_per_block = max(1, _BLOCK_ELEMS // max(L, 1))
-    for df in range(3):
-        members = np.flatnonzero(hwa.dataflow == df)
+    for df in DATAFLOWS:
+        members = np.flatnonzero(hwa.dataflow == df.code)
         for s in range(0, members.size, rows_per_block):
             idx = members[s:s + rows_per_block]
-            blk = _block(df, M, K, N, rep, hwa, idx, tech, leak, include_leakage)
+            blk = _block(df, M, K, N, rep, im2col, hwa, idx, tech, leak, include_leakage)
             out.put(idx, blk, W)
     res = out.result()
     R = hwa.rows.astype(np.float64).reshape((H,) + (1,) * (len(out_shape) - 1))

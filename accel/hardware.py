@@ -19,10 +19,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from accel.dataflow import NAMES as DATAFLOWS  # dataflow names, in code order (one class each there)
+
 __all__ = ["Hardware", "HardwareArray", "DATAFLOWS", "FIELDS", "as_array"]
 
-#: dataflow names; a HardwareArray stores them as codes 0, 1, 2 in this order
-DATAFLOWS = ("os", "ws", "is")
 
 _INT_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "vector_width", "pred_rows", "pred_cols")
 _FLOAT_FIELDS = ("ifmap_kb", "filter_kb", "ofmap_kb", "bandwidth_gbps", "clock_ghz", "pred_kb")
@@ -54,7 +54,7 @@ class Hardware:
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataflow, str) or self.dataflow not in DATAFLOWS:
-            raise ValueError(f"dataflow: must be one of os, ws, is; got {self.dataflow!r}")
+            raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOWS)}; got {self.dataflow!r}")
         cols = {}
         for f in _INT_FIELDS:
             v = getattr(self, f)
@@ -106,14 +106,42 @@ class Hardware:
         """
         if not self.has_predictor_unit:
             return self
-        third = self.pred_kb / 3.0
-        return Hardware(rows=self.pred_rows, cols=self.pred_cols, dataflow=self.dataflow,
-                        word_bytes=self.word_bytes, acc_bytes=self.acc_bytes, ifmap_kb=third,
-                        filter_kb=third, ofmap_kb=third, bandwidth_gbps=self.bandwidth_gbps,
-                        clock_ghz=self.clock_ghz, vector_width=self.vector_width)
+        d = self.to_dict()
+        d.update(_predictor_overrides(self.pred_rows, self.pred_cols, self.pred_kb))
+        return Hardware(**d)
 
 
 FIELDS = tuple(f.name for f in fields(Hardware))
+
+#: dataflow names sorted, as indices into DATAFLOWS (vectorized name -> code lookup)
+_BY_NAME = np.argsort(np.asarray(DATAFLOWS))
+
+#: how the dedicated predictor unit differs from the main array; every other field is inherited
+_PREDICTOR_OWN = ("rows", "cols", "ifmap_kb", "filter_kb", "ofmap_kb", "pred_rows", "pred_cols", "pred_kb")
+#: fields the predictor unit shares with the main array
+_PREDICTOR_SHARED = ("dataflow", "word_bytes", "acc_bytes", "bandwidth_gbps", "clock_ghz", "vector_width")
+
+
+def _check_predictor_fields() -> None:
+    """Every hardware field must be either overridden or deliberately shared by the predictor unit: a new
+    field must be placed in one of the two lists (raises at import otherwise, so it is never defaulted)."""
+    placed = set(_PREDICTOR_OWN) | set(_PREDICTOR_SHARED)
+    missing = [f for f in FIELDS if f not in placed]
+    extra = sorted(placed - set(FIELDS))
+    if missing or extra or set(_PREDICTOR_OWN) & set(_PREDICTOR_SHARED):
+        raise RuntimeError(f"accel.hardware: the predictor unit does not say what to do with fields {missing}"
+                           f" (stale: {extra}); add each to _PREDICTOR_OWN or _PREDICTOR_SHARED")
+
+
+_check_predictor_fields()
+
+
+def _predictor_overrides(pred_rows, pred_cols, pred_kb) -> dict:
+    """The predictor unit's own fields (scalars or arrays): its array, ``pred_kb`` split into three equal
+    buffers, and no predictor of its own."""
+    third = pred_kb / 3.0
+    return dict(rows=pred_rows, cols=pred_cols, ifmap_kb=third, filter_kb=third, ofmap_kb=third,
+                pred_rows=0 * pred_rows, pred_cols=0 * pred_cols, pred_kb=0.0 * pred_kb)
 
 
 def _fail_index(bad: np.ndarray) -> str:
@@ -132,7 +160,8 @@ def _validate(c: Mapping[str, np.ndarray]) -> None:
             v = value[i].item() if np.ndim(value) else value
             raise ValueError(f"{field}: {msg}, got {v!r}{_fail_index(bad)}")
 
-    check((c["dataflow"] < 0) | (c["dataflow"] > 2), "dataflow", "must be one of os, ws, is", c["dataflow"])
+    check((c["dataflow"] < 0) | (c["dataflow"] >= len(DATAFLOWS)), "dataflow",
+          "must be a code " + ", ".join(f"{i} ({n})" for i, n in enumerate(DATAFLOWS)), c["dataflow"])
     for f in ("rows", "cols", "vector_width"):
         check(c[f] < 1, f, "must be an integer >= 1" + (" (impossible hardware: no PEs)" if f != "vector_width" else ""), c[f])
     check(c["word_bytes"] < 1, "word_bytes", "must be an integer >= 1", c["word_bytes"])
@@ -214,9 +243,10 @@ class HardwareArray:
                     s = a.astype(str)
                     bad = ~np.isin(s, DATAFLOWS)
                     if bad.any():
-                        raise ValueError(f"dataflow: must be one of os, ws, is; got {s[bad][0]!r}"
+                        raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOWS)}; got {str(s[bad][0])!r}"
                                          f"{_fail_index(bad)}")
-                    codes = np.select([s == "os", s == "ws"], [0, 1], 2).astype(np.int64)
+                    codes = np.searchsorted(np.asarray(DATAFLOWS)[_BY_NAME], s)
+                    codes = _BY_NAME[codes].astype(np.int64)
                 cols[f] = codes
             elif f in _INT_FIELDS:
                 if a.dtype.kind == "f":
@@ -303,15 +333,9 @@ class HardwareArray:
     def predictor_unit(self) -> "HardwareArray":
         """Per configuration, the array that runs predictor GEMMs (see :meth:`Hardware.predictor_unit`)."""
         has = self.pred_rows > 0
-        third = self.pred_kb / 3.0
         cols = {f: getattr(self, f) for f in FIELDS}
-        cols.update(
-            rows=np.where(has, self.pred_rows, self.rows), cols=np.where(has, self.pred_cols, self.cols),
-            ifmap_kb=np.where(has, third, self.ifmap_kb), filter_kb=np.where(has, third, self.filter_kb),
-            ofmap_kb=np.where(has, third, self.ofmap_kb),
-            pred_rows=np.where(has, 0, self.pred_rows), pred_cols=np.where(has, 0, self.pred_cols),
-            pred_kb=np.where(has, 0.0, self.pred_kb),
-        )
+        own = _predictor_overrides(self.pred_rows, self.pred_cols, self.pred_kb)
+        cols.update({f: np.where(has, v, cols[f]) for f, v in own.items()})
         return HardwareArray(cols)
 
     def __repr__(self) -> str:

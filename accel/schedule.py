@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accel.area import leakage_w
-from accel.gemm import gemm_cost
+from accel.gemm import gemm_cost, op_im2col
 from accel.hardware import Hardware, HardwareArray, as_array
 from accel.tech import Tech, default_tech
 from accel.vector import vector_cost
@@ -183,6 +183,7 @@ def _gemm_reduced(ops, sel: np.ndarray, W: np.ndarray, hw: HardwareArray, tech: 
     than reducing every field of :class:`accel.gemm.GemmCost`).
     """
     M, K, N, R = ops.M[sel], ops.K[sel], ops.N[sel], ops.repeat[sel]
+    geo = op_im2col(ops, sel)  # convolutions fetch their raw input (None for tables without geometry)
     H, P = len(hw), W.shape[1]
     keys = ("total_cycles", "compute_cycles", "dram", "mac", "rf", "interpe", "sram")
     out = {k: np.empty((H, P)) for k in keys}
@@ -190,7 +191,7 @@ def _gemm_reduced(ops, sel: np.ndarray, W: np.ndarray, hw: HardwareArray, tech: 
     for a in range(0, H, step):
         idx = np.arange(a, min(H, a + step))
         c = gemm_cost(M, K, N, R, hw=hw.take(idx) if (a or len(idx) < H) else hw, tech=tech,
-                      include_leakage=False)
+                      include_leakage=False, im2col=geo)
         out["total_cycles"][idx] = c.total_cycles @ W
         out["compute_cycles"][idx] = c.compute_cycles @ W
         out["dram"][idx] = (c.dram_read_bytes + c.dram_write_bytes) @ W

@@ -30,10 +30,8 @@ class Tech:
     """Technology constants (see the TOML file for units and sources)."""
 
     mac_pj: float
-    rf_pj: float
-    rf_accesses_per_mac: float
-    interpe_pj: float
-    interpe_moves_per_mac: float
+    rf_pj_per_byte: float
+    interpe_pj_per_byte: float
     sram_small_pj: float
     sram_small_kib: float
     sram_large_pj: float
@@ -81,6 +79,14 @@ class Tech:
 
 _CONSTANTS = tuple(f.name for f in fields(Tech) if f.name not in ("name", "sources"))
 
+#: keys of earlier table versions, with what replaced them
+_RENAMED = {
+    "rf_pj": "use rf_pj_per_byte (pJ per byte; the old value was per 2-byte word)",
+    "interpe_pj": "use interpe_pj_per_byte (pJ per byte; the old value was per 2-byte word)",
+    "rf_accesses_per_mac": "register accesses now follow from the dataflow (accel.dataflow); remove the key",
+    "interpe_moves_per_mac": "inter-PE moves now follow from the dataflow (accel.dataflow); remove the key",
+}
+
 
 def load_tech(path: str | Path | None = None) -> Tech:
     """Load a technology table from a TOML file (default: the packaged ``tech_default.toml``).
@@ -101,6 +107,8 @@ def load_tech(path: str | Path | None = None) -> Tech:
     for key, entry in data.items():
         if key in ("name", "description"):
             continue
+        if key in _RENAMED:
+            raise ValueError(f"{where}: technology key {key!r} was replaced: {_RENAMED[key]}")
         if key not in _CONSTANTS:
             raise ValueError(f"{where}: unknown technology key {key!r}; allowed: {', '.join(_CONSTANTS)}")
         if not isinstance(entry, dict) or "value" not in entry:

@@ -101,6 +101,9 @@ class Layer:
     #: part of a training-only branch (Inception-v3's auxiliary classifier): trained, but not in the
     #: inference forward that published MAC counts describe
     aux: bool = False
+    #: for conv layers, the input geometry of one group's product: (in_h, in_w, in_c per group, k_h, k_w,
+    #: stride_h, stride_w, pad_h, pad_w, dilation) -- what the accelerator model needs to fetch the raw input
+    geometry: tuple[int, ...] | None = None
 
     @property
     def is_gemm(self) -> bool:
@@ -192,6 +195,7 @@ class Net:
                 needs_igrad=x.grad,
                 stash_elems=x.numel,
                 conv=(x.c, out_channels, kh, kw, sh, ph, dilation, groups),
+                geometry=(x.h, x.w, x.c // groups, kh, kw, sh, sw, ph, pw, dilation),
                 fan_in=k_red,
                 out_channels=out_channels,
             )
@@ -375,7 +379,10 @@ class TrainingOps:
 
     Columns: ``layer`` (index into ``net.layers``), ``phase`` (one of :data:`PHASES`), ``M``, ``K``, ``N``,
     ``repeat`` (0 for vector ops), ``vec_elems`` (elements read plus written by a vector op; 0 for GEMMs),
-    ``stash_bytes`` (on ``fwd`` rows: activation bytes the layer keeps for its backward pass).
+    ``stash_bytes`` (on ``fwd`` rows: activation bytes the layer keeps for its backward pass),
+    ``im2col`` (an (L, 11) table: per op, whether its A operand is a convolution's im2col matrix -- 0 no,
+    1 ``A = X_col`` (the forward), 2 ``A = X_col^T`` (the weight gradient) -- followed by the layer's
+    :attr:`Layer.geometry`; zeros elsewhere; ``accel.gemm`` fetches such an operand as the raw input).
     ``batch``, ``optimizer`` and ``word_bytes`` record how it was lowered.
     """
 
@@ -391,6 +398,11 @@ class TrainingOps:
     repeat: np.ndarray
     vec_elems: np.ndarray
     stash_bytes: np.ndarray
+    im2col: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.im2col is None:
+            object.__setattr__(self, "im2col", np.zeros((len(self.layer), 11), dtype=np.int64))
 
     @classmethod
     def lower(cls, net: Net, batch: int, *, optimizer: str = "sgd_momentum", word_bytes: int = 2
@@ -410,10 +422,11 @@ class TrainingOps:
                 else:
                     m = m * batch
                 stash = l.stash_elems * batch * word_bytes
-                rows.append((i, "fwd", m, k, n, r, 0, stash))
+                geo = l.geometry if l.kind == "conv" else None
+                rows.append((i, "fwd", m, k, n, r, 0, stash, (1, *geo) if geo else None))
                 if l.needs_igrad:
                     rows.append((i, "igrad", m, n, k, r, 0, 0))
-                rows.append((i, "wgrad", k, m, n, r, 0, 0))
+                rows.append((i, "wgrad", k, m, n, r, 0, 0, (2, *geo) if geo else None))
                 if l.kind == "conv" and l.needs_igrad:
                     # col2im: fold the im2col input gradient back into the input's shape
                     rows.append((i, "bwd_vec", 0, 0, 0, 0, (m * k * r + math.prod(l.inp) * batch), 0))
@@ -431,7 +444,13 @@ class TrainingOps:
     @classmethod
     def from_rows(cls, net: Net, batch: int, optimizer: str, word_bytes: int, rows: list[tuple]
                   ) -> "TrainingOps":
-        """Columns from rows ``(layer, phase, M, K, N, repeat, vec_elems, stash_bytes)``."""
+        """Columns from rows ``(layer, phase, M, K, N, repeat, vec_elems, stash_bytes)``, optionally followed
+        by a ninth entry: the op's ``im2col`` row (role and geometry, see the class docstring) or None."""
+        im2col = np.zeros((len(rows), 11), dtype=np.int64)
+        for j, row in enumerate(rows):
+            if len(row) > 8 and row[8] is not None:
+                im2col[j] = row[8]
+        rows = [tuple(row[:8]) for row in rows]
         cols = list(zip(*rows)) if rows else [()] * 8
         return cls(
             net=net,
@@ -446,6 +465,7 @@ class TrainingOps:
             repeat=np.asarray(cols[5], dtype=np.int64),
             vec_elems=np.asarray(cols[6], dtype=np.int64),
             stash_bytes=np.asarray(cols[7], dtype=np.int64),
+            im2col=im2col,
         )
 
     def __len__(self) -> int:

@@ -59,8 +59,16 @@ def test_gemm_cycles_traffic_and_energy_by_hand():
     assert r.time_s[0] == pytest.approx(903e-9)
     e = r.energy_pj
     assert e["mac"][0] == pytest.approx(macs * T["mac_pj"])                                    # 196608 pJ
-    assert e["rf"][0] == pytest.approx(macs * T["rf_accesses_per_mac"] * T["rf_pj"] * (2 / 2))  # 167116.8
-    assert e["interpe"][0] == pytest.approx(macs * T["interpe_moves_per_mac"] * T["interpe_pj"])  # 334233.6
+    # registers (OS): each MAC reads and writes its 4-byte accumulator, except the first MAC of each of the
+    # 64*48 outputs, which only writes: 4 * (2*98304 - 3072) = 774144 B
+    assert r.rf_bytes[0] == 4 * (2 * macs - 64 * 48) == 774144
+    assert e["rf"][0] == pytest.approx(774144 * T["rf_pj_per_byte"])                         # 329011.2 pJ
+    # inter-PE (OS): A reaches all but the first column of each of the Fc=3 column folds from a neighbour,
+    # M*K*(N - Fc) = 64*32*45; B likewise M... K*N*(M - Fr) = 32*48*60; outputs drain down 16-deep columns,
+    # 16*15/2 = 120 hops per column per row fold: 48 columns * 4 row folds * 120; 2 bytes each
+    moves = 64 * 32 * 45 + 32 * 48 * 60 + 48 * 4 * 120
+    assert moves == 207360 and r.interpe_bytes[0] == 2 * moves
+    assert e["interpe"][0] == pytest.approx(2 * moves * T["interpe_pj_per_byte"])            # 352512 pJ
     alpha = math.log(T["sram_large_pj"] / T["sram_small_pj"]) / math.log(T["sram_large_kib"] / T["sram_small_kib"])
     assert alpha == pytest.approx(math.log(10) / math.log(128))
     pj_per_byte_16k = T["sram_small_pj"] / 4 * (16 / T["sram_small_kib"]) ** alpha  # 1.25 * 10**(1/7)
@@ -73,7 +81,7 @@ def test_gemm_cycles_traffic_and_energy_by_hand():
     assert e["leakage"][0] == pytest.approx(leak)
     parts = ("mac", "rf", "interpe", "sram", "dram", "leakage")
     assert e["total"][0] == pytest.approx(sum(e[p][0] for p in parts))
-    assert e["total"][0] == pytest.approx(196608 + 167116.8 + 334233.6 + 44032 * 1.25 * 10 ** (1 / 7)
+    assert e["total"][0] == pytest.approx(196608 + 329011.2 + 352512 + 44032 * 1.25 * 10 ** (1 / 7)
                                           + 2129920 + leak)
 
 

@@ -115,11 +115,15 @@ def test_tech_table_every_constant_has_a_source_and_custom_tables_load(tmp_path)
     e1 = gemm_cost([256], [256], [256], hw=hw, tech=tech).energy_pj["dram"]
     e2 = gemm_cost([256], [256], [256], hw=hw, tech=custom).energy_pj["dram"]
     np.testing.assert_allclose(e2, e1 / 2)
-    text.write_text(base.replace('source = "Horowitz ISSCC 2014: DRAM', 'sourcez = "x'))
+    text.write_text(base.replace('source = "Horowitz ISSCC 2014 (45 nm era DDR3', 'sourcez = "x'))
     with pytest.raises(ValueError, match=r"\[dram_pj_per_byte\] needs a non-empty 'source'"):
         load_tech(text)
     text.write_text(base + '\n[bogus]\nvalue = 1\nsource = "x"\n')
     with pytest.raises(ValueError, match="unknown technology key 'bogus'"):
+        load_tech(text)
+    # a table of the earlier layout (per-word register costs, fixed accesses per MAC) says what replaced them
+    text.write_text(base.replace("[rf_pj_per_byte]", "[rf_pj]"))
+    with pytest.raises(ValueError, match="'rf_pj' was replaced: use rf_pj_per_byte"):
         load_tech(text)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from accel import Hardware, HardwareArray, gemm_cost, vector_cost
+from accel.gemm import op_im2col
 from accel.schedule import ENERGY_KEYS, job_cost, step_costs
 from models.predictor import PredictorShape, predictor_ops, predictor_params
 from models.schemes import SchemePlan
@@ -68,7 +69,8 @@ def test_free_predictor_gp_step_is_forward_plus_update():
     computed here op by op with the accelerator's own GEMM and vector costs."""
     net, ops, s = _costs("resnet18", free=True)
     fwd = ops.phase == "fwd"
-    g = gemm_cost(ops.M[fwd], ops.K[fwd], ops.N[fwd], ops.repeat[fwd], hw=HW, include_leakage=False)
+    g = gemm_cost(ops.M[fwd], ops.K[fwd], ops.N[fwd], ops.repeat[fwd], hw=HW, include_leakage=False,
+                  im2col=op_im2col(ops, fwd))
     conv_linear = {i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear")}
     upd = (ops.phase == "update") & np.isin(ops.layer, list(conv_linear))
     vec = (ops.phase == "fwd_vec") | upd
