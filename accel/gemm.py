@@ -236,14 +236,18 @@ class _Ifmap:
         return np.where(self.conv, np.minimum(dense, self._raw(p, kk)), dense)
 
     def full(self):
-        dense = self.M * self.K * self.w
-        if self.conv is None:
-            return dense
-        raw = (self.pix / self.pq) * self.Hu * self.Wu * self.C * self.w
-        return np.where(self.conv, np.minimum(dense, raw), dense)
+        if getattr(self, "_full", None) is None:
+            dense = self.M * self.K * self.w
+            if self.conv is None:
+                self._full = dense
+            else:
+                raw = (self.pix / self.pq) * self.Hu * self.Wu * self.C * self.w
+                self._full = np.where(self.conv, np.minimum(dense, raw), dense)
+        return self._full
 
-    def passes(self, m, k):
-        """Bytes of one pass over A in independent ``m x k`` blocks (halos fetched again per block)."""
+    def passes(self, m, k, block=None):
+        """Bytes of one pass over A in independent ``m x k`` blocks (halos fetched again per block);
+        ``block``: ``self.block(m, k)`` if the caller has it."""
         dense = self.M * self.K * self.w
         if self.conv is None:
             return dense + 0.0 * m * k
@@ -251,9 +255,14 @@ class _Ifmap:
         m, k = np.minimum(m, self.M), np.minimum(k, self.K)
         nm, nk = np.floor(self.M / m), np.floor(self.K / k)
         rm, rk = self.M - nm * m, self.K - nk * k
-        b = (nm * nk * self.block(m, k) + nm * np.where(rk > 0, self.block(m, np.maximum(rk, 1.0)), 0.0)
-             + nk * np.where(rm > 0, self.block(np.maximum(rm, 1.0), k), 0.0)
-             + np.where((rm > 0) & (rk > 0), self.block(np.maximum(rm, 1.0), np.maximum(rk, 1.0)), 0.0))
+        b = nm * nk * (self.block(m, k) if block is None else block)
+        has_rm, has_rk = rm > 0, rk > 0
+        if np.any(has_rk):
+            b = b + nm * np.where(has_rk, self.block(m, np.maximum(rk, 1.0)), 0.0)
+        if np.any(has_rm):
+            b = b + nk * np.where(has_rm, self.block(np.maximum(rm, 1.0), k), 0.0)
+            if np.any(has_rm & has_rk):
+                b = b + np.where(has_rm & has_rk, self.block(np.maximum(rm, 1.0), np.maximum(rk, 1.0)), 0.0)
         return np.where(self.conv, np.clip(b, self.full(), dense), dense)
 
     def _inv_pixels(self, cap, kk):
@@ -331,13 +340,16 @@ class _Operand:
     def full(self):
         return self.fp.full()
 
-    def passes(self, ext):
+    def passes(self, ext, block=None):
+        if isinstance(self.fp, _Ifmap):
+            return self.fp.passes(*self._xy(ext), block=block)
         return self.fp.passes(*self._xy(ext))
 
     def stream(self, ext, cap):
         """One pass streaming ``ext`` blocks: unique data if one block fits (its neighbours' overlap stays
         on chip), else every block with its own halo."""
-        return np.where(self.block(ext) <= cap, self.full(), self.passes(ext))
+        b = self.block(ext)
+        return np.where(b <= cap, self.full(), self.passes(ext, block=b))
 
     def inv(self, cap, along: str, ext):
         """Largest extent along GEMM dim ``along`` (the other at ``ext``) whose block fits ``cap``."""
@@ -368,7 +380,16 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
     out_psum = df.col_op == "ofmap"
     Acc = _Operand(acc, _OP_DIMS["ofmap"])
     cop_once = Cop.full()
-    s_once = 0.0 * Sr if df.stationary == "ofmap" else S.stream(ext(Re, Ce, T), cs)
+    fold = ext(Re, Ce, T)
+    # the row operand's one-fold tile: its footprint, a pass in such tiles, a streamed pass (reused below)
+    r_tile = Rop.block(fold)
+    r_pass = Rop.passes(fold, block=r_tile)
+    r_stream = np.where(r_tile <= cr, Rop.full(), r_pass)
+    if df.stationary == "ofmap":
+        s_tile = s_once = 0.0 * Sr
+    else:
+        s_tile = S.block(fold)
+        s_once = np.where(s_tile <= cs, S.full(), S.passes(fold, block=s_tile))
     s_write = S.full() if df.stationary == "ofmap" else 0.0 * Sr
 
     def chunk(extent, unit, total):
@@ -384,7 +405,7 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
     v = chunk(holder.inv(cc, Dc, ext(Re, Ce, T)), C, Sc)
     ok = v >= Ce
     n_c = np.where(ok, np.ceil(Sc / np.maximum(v, 1.0)), Fc)
-    rop_a = np.where(Rop.full() <= cr, Rop.full(), n_c * Rop.stream(ext(Re, Ce, T), cr))
+    rop_a = np.where(Rop.full() <= cr, Rop.full(), n_c * r_stream)
     if out_psum:
         cop_a_rd = np.where(ok, 0.0, psum_spill(Fr) / 2.0)
         cop_a_wr = cop_once + cop_a_rd
@@ -396,7 +417,7 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
     u = chunk(Rop.inv(cr, Dr, ext(Re, Ce, T)), R, Sr)
     ok = u >= Re
     n_r = np.where(ok, np.ceil(Sr / np.maximum(u, 1.0)), Fr)
-    rop_b = np.where(ok, Rop.passes(ext(np.maximum(u, 1.0), Ce, T)), Fc * Rop.passes(ext(Re, Ce, T)))
+    rop_b = np.where(ok, Rop.passes(ext(np.maximum(u, 1.0), Ce, T)), Fc * r_pass)
     if out_psum:
         fits = acc.full() <= cc
         cop_b_rd = np.where(fits, 0.0, psum_spill(n_r) / 2.0)
@@ -413,7 +434,7 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
         t1 = np.maximum(t, 1.0)
         n_t = np.ceil(T / t1)
         rop_c = np.where(feasible, Rop.passes(ext(Sr, Sc, t1)), np.inf)
-        s_c = np.where(S.full() <= cs, S.full(), n_t * S.stream(ext(Re, Ce, T), cs))
+        s_c = np.where(S.full() <= cs, S.full(), n_t * s_once)
         orders.append((rop_c, 0.0 * Sr, cop_once + 0.0 * Sr, s_c))
     totals = [r + cr_ + cw + s for r, cr_, cw, s in orders]
     best = np.argmin(np.stack(np.broadcast_arrays(*totals)), axis=0)
@@ -424,10 +445,9 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
     d_write[df.col_op] = cop_wr
     d_write[df.stationary] = d_write[df.stationary] + s_write
     # the ofmap's partial-sum reads are DRAM reads (written back first): they are in cop_rd above
-    fill = (np.minimum(S.block(ext(Re, Ce, T)), cs) if df.stationary != "ofmap" else 0.0) + \
-        np.minimum(Rop.block(ext(Re, Ce, T)), cr)
+    fill = np.minimum(s_tile, cs) + np.minimum(r_tile, cr)
     if df.stationary == "ofmap":
-        fill = fill + np.minimum(Cop.block(ext(Re, Ce, T)), cc)
+        fill = fill + np.minimum(Cop.block(fold), cc)
         drain = Re * Ce * w
     else:
         drain = np.minimum(Re, T) * Ce * w

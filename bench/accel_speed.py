@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel import Hardware, HardwareArray, gemm_cost, vector_cost  # noqa: E402
+from accel import Hardware, HardwareArray, gemm_cost, op_im2col, vector_cost  # noqa: E402
 
 
 def best_of(fn, repeat=5):
@@ -43,7 +43,7 @@ def cost_model(ops, hw, sum_over_phase=False):
         phases = np.unique(ops.phase)
         W = (ops.phase[:, None] == phases[None, :]).astype(float)
     gc = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw,
-                   sum_over=None if W is None else W[g])
+                   sum_over=None if W is None else W[g], im2col=op_im2col(ops, g))
     vc = vector_cost(ops.vec_elems[~g], hw=hw, sum_over=None if W is None else W[~g])
     return gc, vc
 

@@ -7,6 +7,7 @@ of this project; its 3.9 release imports ``six`` without declaring it)::
     /tmp/zz-venv/bin/pip install zigzag-dse==3.9.1 six
     /tmp/zz-venv/bin/python bench/gen_zigzag_reference.py            # all cases (about 50 min on 2 loaded cores)
     /tmp/zz-venv/bin/python bench/gen_zigzag_reference.py --only L01  # cases of one layer
+    python bench/gen_zigzag_reference.py --compare    # ours beside the stored numbers (no ZigZag needed)
 
 It imports ``models.zoo`` from this checkout (pure Python) to take the layers from the zoo, writes the
 hardware and mapping templates it gives ZigZag to ``tests/data/zigzag/templates/`` and the results to
@@ -156,19 +157,26 @@ def workload(shape, batch) -> list:
     return [layer]
 
 
+def write_templates(case, model, name, batch, rows, cols, df):
+    """The hardware, mapping and workload files ZigZag gets for one case (committed in templates/)."""
+    import yaml
+
+    shape = _shape(model, name, batch)
+    tdir = OUT / "templates"
+    tdir.mkdir(parents=True, exist_ok=True)
+    paths = (tdir / f"hardware_{rows}x{cols}.yaml", tdir / f"mapping_{case}_{df}_{rows}x{cols}.yaml",
+             tdir / f"workload_{case}.yaml")
+    for path, doc in zip(paths, (hardware(rows, cols), mapping(df, rows, cols, shape), workload(shape, batch))):
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return paths
+
+
 def run_case(case, model, name, batch, rows, cols, df, tmp: Path) -> dict:
     import yaml
     from zigzag.api import get_hardware_performance_zigzag
 
     shape = _shape(model, name, batch)
-    tdir = OUT / "templates"
-    tdir.mkdir(parents=True, exist_ok=True)
-    hw_path = tdir / f"hardware_{rows}x{cols}.yaml"
-    map_path = tdir / f"mapping_{case}_{df}_{rows}x{cols}.yaml"
-    wl_path = tmp / f"{case}.yaml"
-    hw_path.write_text(yaml.safe_dump(hardware(rows, cols), sort_keys=False))
-    map_path.write_text(yaml.safe_dump(mapping(df, rows, cols, shape), sort_keys=False))
-    wl_path.write_text(yaml.safe_dump(workload(shape, batch), sort_keys=False))
+    hw_path, map_path, wl_path = write_templates(case, model, name, batch, rows, cols, df)
     t0 = time.time()
     energy, latency, cmes = get_hardware_performance_zigzag(
         str(wl_path), str(hw_path), str(map_path), opt="energy", dump_folder=str(tmp / "dump"),
@@ -221,6 +229,53 @@ def main(argv=None) -> None:
                         order = {c[0]: i for i, c in enumerate(LAYERS)}
                         for x in sorted(rows_out, key=lambda x: (order[x["case"]], int(x["rows"]), DATAFLOWS.index(x["dataflow"]))):
                             wr.writerow(x)
+
+
+
+def compare(path: Path = OUT / "reference.csv") -> None:
+    """Print our model beside every reference row (needs this project installed, not ZigZag)."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO))
+    from accel import Hardware, gemm_cost, load_tech
+    from accel.gemm import Im2col
+
+    tech = load_tech(OUT / "tech_eyeriss_normalized.toml")
+    rows = list(csv.DictReader(path.open()))
+    ratios = {k: [] for k in ("energy", "ifmap", "filter", "ofmap")}
+    best = {}
+    print(f"{'case':<5}{'array':>6}{'df':>4}{'E ours':>10}{'E zz':>10}{'ratio':>7}"
+          f"{'ifmap':>8}{'filter':>8}{'ofmap':>8}  (DRAM bytes ours / ZigZag)")
+    for r in rows:
+        s = float(r["sram_kb"])
+        hw = Hardware(rows=int(r["rows"]), cols=int(r["cols"]), dataflow=r["dataflow"], word_bytes=1, acc_bytes=2,
+                      ifmap_kb=s, filter_kb=s, ofmap_kb=s, bandwidth_gbps=float(DRAM_BYTES_PER_CYCLE))
+        geo = Im2col.conv(*(int(r[k]) for k in ("in_h", "in_w", "in_c", "k_h", "k_w")), stride=int(r["stride"]),
+                          pad=int(r["pad"])) if r["kind"] == "conv" else None
+        g = gemm_cost([int(r["M"])], [int(r["K"])], [int(r["N"])], hw=hw, tech=tech, im2col=geo,
+                      include_leakage=False)
+        e = float(g.energy_pj["total"][0])
+        ratios["energy"].append(e / float(r["zz_energy"]))
+        for op in ("ifmap", "filter", "ofmap"):
+            ratios[op].append(float(g.dram_bytes[op][0]) / float(r[f"zz_dram_{op}_bytes"]))
+        best.setdefault((r["case"], r["rows"]), {})[r["dataflow"]] = (e, float(r["zz_energy"]))
+        print(f"{r['case']:<5}{r['rows'] + 'x' + r['cols']:>6}{r['dataflow']:>4}{e:>10.3g}{float(r['zz_energy']):>10.3g}"
+              f"{ratios['energy'][-1]:>7.2f}" + "".join(f"{ratios[op][-1]:>8.2f}" for op in ("ifmap", "filter", "ofmap")))
+    for k, v in ratios.items():
+        v = np.array(v)
+        print(f"{k:>7}: median ratio {np.median(v):.2f}, within 2x on {np.mean((v >= 0.5) & (v <= 2)):.0%} of "
+              f"{len(v)} rows (range {v.min():.2f}-{v.max():.2f})")
+    agree = [min(g, key=lambda d: g[d][0]) == min(g, key=lambda d: g[d][1]) for g in best.values()]
+    order = [sorted(g, key=lambda d: g[d][0]) == sorted(g, key=lambda d: g[d][1]) for g in best.values()]
+    spread = lambda g, i: max(x[i] for x in g.values()) / min(x[i] for x in g.values())  # noqa: E731
+    print(f"best dataflow agrees in {sum(agree)} of {len(agree)} layer x array groups; full order in {sum(order)}; "
+          f"median spread across dataflows ours {np.median([spread(g, 0) for g in best.values()]):.2f}x, "
+          f"ZigZag {np.median([spread(g, 1) for g in best.values()]):.2f}x")
+
+
+if __name__ == "__main__" and "--compare" in sys.argv:
+    compare()
+    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ def test_table_output():
     (["--gemm", "1", "2", "3", "--bandwidth", "0"], "--bandwidth"),
     (["--gemm", "1", "2", "3", "--cols", "256", "--ofmap-kb", "1"], "--ofmap-kb: impossible hardware"),
     (["--conv", "3", "3", "1", "1", "5", "5"], "--conv"),
+    (["--conv", "3", "3", "1", "1", "5", "5", "--pad", "-1"], "--pad"),
+    (["--gemm", "1", "2", "3", "--word-bytes", "4", "--acc-bytes", "2"], "--acc-bytes"),
+    (["--gemm", "1", "2", "3", "--word-bytes", "0"], "--word-bytes"),
+    (["--gemm", "1", "2", "3", "--dataflow", "rs"], "or all"),
     (["--gemm", "0", "2", "3"], "--gemm"),
 ])
 def test_bad_input_raises_usage_error(args, pattern):
@@ -58,3 +62,35 @@ def test_bad_input_raises_usage_error(args, pattern):
     assert isinstance(res.exception, UsageError), res.output
     assert pattern in str(res.exception)
     assert "\n" not in str(res.exception)
+
+
+def test_word_sizes_and_padding_reach_the_model():
+    res = runner.invoke(app, ["layer", "--conv", "6", "6", "2", "4", "3", "3", "--pad", "1", "--rows", "4",
+                              "--cols", "4", "--word-bytes", "1", "--acc-bytes", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    # padding 1 keeps the 6x6 output: M = 36 pixels; K = 2 channels x 9 taps
+    assert (out["M"], out["K"], out["N"]) == (36, 18, 4)
+    assert out["hardware"]["word_bytes"] == 1 and out["hardware"]["acc_bytes"] == 2
+    # the raw input (6*6*2 bytes, padding never fetched) fits the default buffers: read once
+    assert out["dram_bytes"]["ifmap"] == 72
+    # OS registers: 2-byte accumulators read and written per MAC (the first MAC of each output only writes)
+    macs = 36 * 18 * 4
+    assert out["rf_bytes"] == 2 * (2 * macs - 36 * 4)
+
+
+def test_dataflow_all_shows_the_spread_across_dataflows():
+    args = ["layer", "--conv", "28", "28", "128", "128", "3", "3", "--pad", "1", "--rows", "16", "--cols", "16"]
+    res = runner.invoke(app, args + ["--dataflow", "all", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)["dataflows"]
+    assert set(out) == {"os", "ws", "is"}
+    for df in ("os", "ws", "is"):
+        one = json.loads(runner.invoke(app, args + ["--dataflow", df, "--json"]).output)
+        assert out[df]["energy_pj"]["total"] == pytest.approx(one["energy_pj"]["total"], rel=1e-12)
+    totals = [out[df]["energy_pj"]["total"] for df in ("os", "ws", "is")]
+    assert len(set(totals)) == 3  # the dataflows cost differently
+    table = runner.invoke(app, args + ["--dataflow", "all"])
+    assert table.exit_code == 0
+    for word in ("OS", "WS", "IS", "energy / best", "spread (highest / lowest)", "DRAM bytes ifmap"):
+        assert word in table.output

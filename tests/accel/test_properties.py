@@ -217,15 +217,18 @@ def _conv_cols(op_list):
 @settings(max_examples=60, deadline=None)
 @given(hardware(), conv_ops)
 def test_conv_input_traffic_between_raw_input_and_im2col(hw, op_list):
-    """A convolution's A operand moves at least the input its windows touch once and never more than its
-    im2col matrix; the filter and outputs are unchanged by the geometry; cycles and SRAM counters too."""
+    """A convolution's A operand moves at least the input its windows touch, the op never more than the same
+    op costed on its im2col matrix; cycles, SRAM counters and PE traffic do not depend on the geometry."""
     M, K, N, rep, geo = _conv_cols(op_list)
     r = gemm_cost(M, K, N, rep, hw=hw, im2col=geo)
     flat = gemm_cost(M, K, N, rep, hw=hw)
     w = hw.word_bytes
     unique = np.array([_touched(*o[4][1:], images=o[5][4]) for o in op_list], dtype=float) * rep * w
-    assert np.all(r.dram_bytes["ifmap"] <= M * K * rep * w * (1 + 1e-12))
-    assert np.all(r.dram_bytes["ifmap"] <= flat.dram_bytes["ifmap"] * (1 + 1e-12) + 1e-9)
+    # never more DRAM traffic than the same op costed on its im2col matrix (per loop order the raw input
+    # moves no more than the matrix, so the cheapest order does not either; which operand the cheapest
+    # order re-reads may change)
+    tot = lambda c: c.dram_read_bytes + c.dram_write_bytes  # noqa: E731
+    assert np.all(tot(r) <= tot(flat) * (1 + 1e-12) + 1e-9)
     assert np.all(r.dram_bytes["ifmap"] >= unique * (1 - 1e-12))
     # with buffers that hold everything, exactly the input the windows touch, once
     roomy = gemm_cost(M, K, N, rep, hw=hw.replace(ifmap_kb=1e6, filter_kb=1e6, ofmap_kb=1e6), im2col=geo)
