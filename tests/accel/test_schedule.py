@@ -185,7 +185,8 @@ def test_scheme_gp_steps_order_by_their_work(name):
     assert s["null"].scheme_bp.time_s == bp
     # the GP step's backward part is exactly the selected weight-gradient GEMMs (efb: no input gradients)
     wg = (ops.phase == "wgrad") & np.isin(ops.layer, _plan(net, "efb").gp_wgrad)
-    g = gemm_cost(ops.M[wg], ops.K[wg], ops.N[wg], ops.repeat[wg], hw=HW, include_leakage=False)
+    g = gemm_cost(ops.M[wg], ops.K[wg], ops.N[wg], ops.repeat[wg], hw=HW, include_leakage=False,
+                  im2col=op_im2col(ops, wg))
     assert s["efb"].scheme_gp.parts_s["backward"] == pytest.approx(g.total_cycles.sum() / 1e9, rel=1e-9)
 
 

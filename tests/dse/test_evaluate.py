@@ -115,7 +115,7 @@ def _by_hand_gp_ms(cfg, extra_gemms, extra_vec, wgrad_layers, update_layers):
     ``wgrad_layers`` and the updates of ``update_layers`` (taken from the plain training ops)."""
     import numpy as np
 
-    from accel import gemm_cost, vector_cost
+    from accel import Im2col, gemm_cost, vector_cost
     from models.zoo import build
 
     net = build("resnet18", dataset="cifar10")
@@ -126,9 +126,11 @@ def _by_hand_gp_ms(cfg, extra_gemms, extra_vec, wgrad_layers, update_layers):
     K = np.concatenate([ops.K[g], [e[1] for e in extra_gemms]])
     N = np.concatenate([ops.N[g], [e[2] for e in extra_gemms]])
     R = np.concatenate([ops.repeat[g], np.ones(len(extra_gemms), dtype=np.int64)])
+    # the network's convolutions fetch their raw input; the extra (module) GEMMs are plain matrices
+    geo = Im2col.from_table(np.concatenate([ops.im2col[g], np.zeros((len(extra_gemms), 11), dtype=np.int64)]))
     v = (ops.phase == "fwd_vec") | ((ops.phase == "update") & np.isin(ops.layer, list(update_layers)))
     elems = np.concatenate([ops.vec_elems[v], extra_vec])
-    cycles = gemm_cost(M, K, N, R, hw=hw, include_leakage=False).total_cycles.sum() \
+    cycles = gemm_cost(M, K, N, R, hw=hw, include_leakage=False, im2col=geo).total_cycles.sum() \
         + vector_cost(elems, hw=hw, include_leakage=False).total_cycles.sum()
     return net, cycles / (hw.clock_ghz * 1e9) * 1e3
 
@@ -155,7 +157,9 @@ def test_dni_gp_step_costs_its_modules_not_adagps_predictor():
     assert row["predictor_params"] == sum((d + 10) * d + d for d in sizes)
     ada = evaluate_hardware(_scheme_cfg("adagp"), 0.5)["models"][0]
     assert row["step_ms_gp"] > 10 * ada["step_ms_gp"]  # dense modules over 32x32 maps: far from ADA-GP's
-    assert row["speedup_same_hw"] < 1 < ada["speedup_same_hw"]
+    # dni slows training down; ADA-GP's small predictor breaks about even here (0.998x at batch 8, where its
+    # training is a third of a BP step): far apart either way
+    assert row["speedup_same_hw"] < 1 and row["speedup_same_hw"] < 0.5 * ada["speedup_same_hw"]
 
 
 @pytest.mark.parametrize("scheme", ["null", "null_momentum", "truncated"])
