@@ -538,6 +538,8 @@ class _Rows:
         for c in _COLUMNS:
             setattr(self, c, np.asarray(getattr(ops, c))[mask])
         self.layer = np.where(self.layer >= 0, self.layer - first, self.layer)
+        geo = getattr(ops, "im2col", None)  # convolutions' input geometry (accel.gemm fetches the raw input)
+        self.im2col = None if geo is None else np.asarray(geo)[mask]
 
 
 class _StagePlan:
@@ -557,7 +559,7 @@ class _StagePlan:
 
 def _seconds(ops, sel, hw, tech, weights) -> np.ndarray:
     """Seconds of the selected ops summed with ``weights`` (n_sel, k) on one Hardware -> (k,)."""
-    from accel.gemm import gemm_cost
+    from accel.gemm import gemm_cost, op_im2col
     from accel.vector import vector_cost
 
     out = np.zeros(weights.shape[1])
@@ -566,7 +568,7 @@ def _seconds(ops, sel, hw, tech, weights) -> np.ndarray:
     gw, vw = weights[g[sel]], weights[v[sel]]
     if g.any():
         c = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, sum_over=gw,
-                      include_leakage=False)
+                      include_leakage=False, im2col=op_im2col(ops, g))
         out += np.asarray(c.total_cycles, dtype=np.float64)
     if v.any():
         c = vector_cost(ops.vec_elems[v], hw=hw, tech=tech, sum_over=vw, include_leakage=False)
