@@ -15,7 +15,8 @@ def evaluate(
                                             "[reference], optional [schedule] gp_fraction; what `dse export` "
                                             "writes."),
     model: Optional[List[str]] = typer.Option(None, "--model", "-m",
-                                              help="Evaluate these zoo models instead of the file's "
+                                              help="Evaluate these zoo models (or workload files, .csv "
+                                                   "SCALE-Sim topologies / .onnx models) instead of the file's "
                                                    "workload.models (repeatable)."),
     seeds: Optional[int] = typer.Option(None, "--seeds",
                                         help="Surrogate seeds (0..N-1) for the accuracy figures (default: the "
@@ -37,16 +38,14 @@ def evaluate(
     if seeds is not None and not 1 <= seeds <= 10:
         raise UsageError(f"--seeds: must be an integer from 1 to 10, got {seeds}")
     cfg = load_configuration(config)
-    if model:
-        from models import zoo
-
-        for m in model:
-            if m not in zoo.names():
-                raise UsageError(f"--model: unknown model {m!r}; the zoo has: {', '.join(zoo.names())}")
+    if model:  # zoo names or workload files (relative to the working directory); Workload checks them
         d = cfg.workload.to_dict()
         d["models"] = list(model)
         d.pop("model_args", None)
-        cfg = replace(cfg, workload=Workload.from_dict(d, where="--model"))
+        try:
+            cfg = replace(cfg, workload=Workload.from_dict(d))
+        except UsageError as e:  # "workload.models: unknown model ..." -> "--model: unknown model ..."
+            raise UsageError(f"--model: {str(e).split(': ', 1)[-1]}") from None
     if seeds is not None:
         cfg = replace(cfg, seeds=seeds)
     out = run(cfg)

@@ -98,7 +98,7 @@ class Configuration:
         for t in ("workload", "training", "hardware", "reference", "schedule", "meta", "parallel"):
             if t in d and not isinstance(d[t], dict):
                 raise UsageError(f"{pre}{t}: expected a table")
-        workload = Workload.from_dict(d.get("workload", {}), where=f"{pre}workload")
+        workload = Workload.from_dict(d.get("workload", {}), where=f"{pre}workload", base=base)
         try:
             training = SurrogateConfig.from_dict(d.get("training", {}))
         except ValueError as e:

@@ -48,22 +48,37 @@ class Workload:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict, where: str = "workload") -> "Workload":
-        from models import zoo
+    def from_dict(cls, d: dict, where: str = "workload", base=None) -> "Workload":
+        """``models`` entries ending in ``.csv`` / ``.onnx`` are workload files (SCALE-Sim topologies, ONNX
+        models; :mod:`models.importers`), relative to ``base`` (the folder of the file naming them)."""
+        from pathlib import Path
+
+        from models import importers, zoo
 
         check_keys(d, {"models", "dataset", "batch", "dataset_size", "epochs", "optimizer", "model_args"},
                    where)
         models = take(d, "models", (list, str), where)
-        models = [models] if isinstance(models, str) else models
+        models = [models] if isinstance(models, str) else list(models)
         if not models:
             raise UsageError(f"{where}.models: name at least one zoo model ({', '.join(zoo.names())})")
         known = zoo.names()
-        for m in models:
-            if m not in known:
-                raise UsageError(f"{where}.models: unknown model {m!r}; the zoo has: {', '.join(known)}")
+        for i, m in enumerate(models):
+            if isinstance(m, str) and importers.is_file_model(m):
+                p = Path(m).expanduser()
+                if not p.is_absolute() and base is not None:
+                    p = Path(base) / p
+                if not p.is_file():
+                    raise UsageError(f"{where}.models: workload file {m!r} not found"
+                                     + (f" (relative to {base})" if base is not None else ""))
+                models[i] = str(p.resolve())
+            elif m not in known:
+                raise UsageError(f"{where}.models: unknown model {m!r}; the zoo has: {', '.join(known)}, "
+                                 "or a workload file (a SCALE-Sim topology .csv, an ONNX model .onnx)")
         dataset = take(d, "dataset", str, where, default=None, choices=("imagenet", "cifar10", "cifar100"))
         if dataset is not None:
             for m in models:
+                if importers.is_file_model(m):
+                    continue  # a workload file fixes its own input
                 if dataset not in zoo.entry(m).datasets:
                     raise UsageError(f"{where}.dataset: {m} supports {', '.join(zoo.entry(m).datasets)}; "
                                      f"got {dataset!r}")
@@ -84,11 +99,13 @@ class Workload:
         for m in w.models:  # fail early, with the builder's message, on arguments it rejects
             try:
                 w.net(m)
-            except (TypeError, ValueError) as e:
+            except (TypeError, ValueError, RecursionError) as e:
                 raise UsageError(f"{where}: model {m}: {e}") from None
         return w
 
     def net(self, model: str):
-        from models import zoo
+        from models import importers, zoo
 
+        if importers.is_file_model(model):
+            return zoo.build(model, **self.model_args.get(model, {}))
         return zoo.build(model, dataset=self.dataset, **self.model_args.get(model, {}))

@@ -79,8 +79,16 @@ def build(name: str, *, dataset: str | None = None, num_classes: int | None = No
     """Instantiate zoo model ``name`` for ``dataset`` (default: the model's own) per sample.
 
     ``num_classes`` overrides the data set's; further keyword arguments go to the builder (for example
-    ``src_len``/``tgt_len`` for the Transformer).
+    ``src_len``/``tgt_len`` for the Transformer). A ``name`` ending in ``.csv`` or ``.onnx`` is a custom
+    workload file (:mod:`models.importers`): its input and classes come from the file, ``dataset`` and the
+    other arguments do not apply.
     """
+    from models import importers
+
+    if importers.is_file_model(name):
+        if kwargs or num_classes is not None:
+            raise ValueError(f"{name}: a workload file takes no builder arguments or class count")
+        return importers.load(name)
     e = entry(name)
     ds = dataset or e.default_dataset
     if ds not in e.datasets:

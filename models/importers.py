@@ -1,0 +1,383 @@
+"""Custom workloads: SCALE-Sim topology files and ONNX models become a :class:`models.graph.Net`.
+
+A network read from a file is lowered to training ops exactly like a zoo model (:meth:`Net.training_ops`),
+so every command and study that takes a zoo model name also takes a path ending in ``.csv`` (a SCALE-Sim
+topology) or ``.onnx`` (an ONNX model): :func:`models.zoo.build` routes such names here.
+
+SCALE-Sim topologies (both of SCALE-Sim's documented layouts, told apart by the header):
+
+* convolution layout -- ``Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels,
+  Num Filter, Strides,`` (an optional second stride for the width): one convolution per row, per sample,
+  the IFMAP already padded (SCALE-Sim has no padding column), so the output is
+  ``(IFMAP - Filter) // Stride + 1``;
+* GEMM layout (``scale.py -i gemm``) -- ``Layer, M, N, K,``: one product ``A[M x K] @ B[K x N]`` per row
+  (N the filters/output columns, K the reduction), read as a fully connected layer over ``M`` rows per
+  sample (tokens, output pixels). A file :func:`to_scalesim` wrote for a batch-B step holds that step's
+  products: cost it at batch 1 (for convolutions and linear layers, whose batch folds into ``M``, a
+  batch-1 file lowered at batch B gives the same products as the original network at batch B).
+
+SCALE-Sim has no vector layers, so a topology lowers to GEMMs and weight updates only; the first row reads
+the network input (no input gradient), every later row gets one. :func:`to_scalesim` writes a network's
+forward GEMMs in either layout (groups and attention heads one row each, since SCALE-Sim has neither).
+
+ONNX (read with the ``onnx`` package, shapes inferred by ``onnx.shape_inference`` and checked against
+ours node by node): ``Conv``, ``Gemm``, ``MatMul`` with a weight initializer, ``BatchNormalization``,
+``MaxPool``/``AveragePool``/``GlobalAveragePool``/``GlobalMaxPool``, ``Add``/``Sum``, ``Concat`` over
+channels, activations (``Relu``, ``LeakyRelu``, ``PRelu``, ``Clip``, ``Sigmoid``, ``Tanh``, ``HardSigmoid``,
+``HardSwish``, ``Gelu``, ``Elu``, ``Selu``, ``Softplus``, ``Softmax``), and the shape-only ``Flatten``,
+``Reshape`` to ``(batch, features)``, ``Dropout`` and ``Identity``. Any other op is a one-line
+``ValueError`` naming it. The first graph input that is not an initializer is the network input; its
+first dimension is the batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from models.graph import Net, Tensor
+
+__all__ = ["is_file_model", "load", "load_topology", "load_onnx", "to_scalesim", "ONNX_OPS"]
+
+SUFFIXES = (".csv", ".onnx")
+
+
+def is_file_model(name: str) -> bool:
+    """Whether a workload model name is a file (a SCALE-Sim topology or an ONNX model) rather than a zoo name."""
+    return str(name).lower().endswith(SUFFIXES)
+
+
+def load(path: str | Path) -> Net:
+    """A network from a ``.csv`` SCALE-Sim topology or an ``.onnx`` model."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such workload file (a SCALE-Sim topology .csv or an ONNX model .onnx)")
+    if p.suffix.lower() == ".onnx":
+        return load_onnx(p)
+    return load_topology(p)
+
+
+# -- SCALE-Sim --------------------------------------------------------------------------------------------
+CONV_HEADER = ["Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter Width", "Channels",
+               "Num Filter", "Strides"]
+GEMM_HEADER = ["Layer", "M", "N", "K"]
+
+
+def _ints(path: Path, lineno: int, cells: list[str], names: list[str]) -> list[int]:
+    out = []
+    for name, c in zip(names, cells):
+        try:
+            v = int(c)
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: {name} must be a positive integer, got {c!r}") from None
+        if v < 1:
+            raise ValueError(f"{path}:{lineno}: {name} must be a positive integer, got {v}")
+        out.append(v)
+    return out
+
+
+def load_topology(path: str | Path) -> Net:
+    """A network from a SCALE-Sim topology file (convolution or GEMM layout, per sample)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: cannot be read ({e})") from None
+    rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(io.StringIO(text)))]
+    rows = [(i, [c for c in r if c != ""]) for i, r in rows]  # SCALE-Sim ends each row with a comma
+    rows = [(i, r) for i, r in rows if r]
+    if len(rows) < 2:
+        raise ValueError(f"{p}: a SCALE-Sim topology needs a header row and at least one layer row")
+    header = [h.lower() for h in rows[0][1]]
+    gemm = len(header) >= 4 and header[1:4] == ["m", "n", "k"]
+    if not gemm and len(header) < 8:
+        raise ValueError(f"{p}: header {', '.join(rows[0][1])!r} is neither SCALE-Sim's convolution layout "
+                         f"({', '.join(CONV_HEADER)}) nor its GEMM layout ({', '.join(GEMM_HEADER)})")
+    net: Net | None = None
+    for k, (lineno, r) in enumerate(rows[1:]):
+        name = r[0]
+        need = 4 if gemm else 8
+        if len(r) < need:
+            raise ValueError(f"{p}:{lineno}: expected {need} values ({', '.join(GEMM_HEADER if gemm else CONV_HEADER)}),"
+                             f" got {len(r)}")
+        if gemm:
+            m, n, kk = _ints(p, lineno, r[1:4], ["M", "N", "K"])
+            x = Tensor(kk, m, 1, grad=k > 0)
+            if net is None:
+                net = Net(p.stem, x.shape, n, input_desc=f"{m}x{kk} (SCALE-Sim GEMM)")
+            net.linear(x, n, bias=False, name=name)
+            net.num_classes = n
+            continue
+        names = CONV_HEADER[1:] + (["Stride width"] if len(r) > 8 else [])
+        h, w, fh, fw, c, f, sh, *sw = _ints(p, lineno, r[1:len(names) + 1], names)
+        sw = sw[0] if sw else sh
+        if fh > h or fw > w:
+            raise ValueError(f"{p}:{lineno}: filter {fh}x{fw} larger than the IFMAP {h}x{w}")
+        x = Tensor(c, h, w, grad=k > 0)
+        if net is None:
+            net = Net(p.stem, x.shape, f, input_desc=f"{c}x{h}x{w}")
+        net.conv(x, f, (fh, fw), stride=(sh, sw), padding=0, name=name)
+        net.num_classes = f
+    assert net is not None
+    return net
+
+
+def _gemm_rows(net: Net, batch: int):
+    """(layer, name, M, K, N) of every forward GEMM of a training step, one row per group / head."""
+    ops = net.training_ops(batch)
+    for i in range(len(ops)):
+        if ops.phase[i] != "fwd":
+            continue
+        layer = net.layers[int(ops.layer[i])]
+        r = int(ops.repeat[i])
+        for g in range(r):
+            yield layer, (layer.name if r == 1 else f"{layer.name}#{g}"), int(ops.M[i]), int(ops.K[i]), int(ops.N[i])
+
+
+def to_scalesim(net: Net, *, batch: int = 1, layout: str = "gemm") -> str:
+    """The network's forward GEMMs as a SCALE-Sim topology.
+
+    ``layout="gemm"``: SCALE-Sim's ``Layer, M, N, K`` layout for ``scale.py -i gemm``, at ``batch`` (the
+    products a training step's forward pass runs). ``layout="conv"``: the convolution layout, per sample
+    (SCALE-Sim's convolution runs have no batch), the padding folded into the IFMAP size; linear layers
+    and attention products become 1x1 convolutions over an IFMAP of their rows. Grouped convolutions and
+    multi-head products are written one row per group or head. Commas in layer names become ``_``.
+    """
+    lines = []
+    if layout == "gemm":
+        lines.append(", ".join(GEMM_HEADER) + ",")
+        for _, name, m, k, n in _gemm_rows(net, batch):
+            lines.append(f"{name.replace(',', '_')}, {m}, {n}, {k},")
+    elif layout == "conv":
+        lines.append(", ".join(CONV_HEADER) + ",")
+        for layer, name, m, k, n in _gemm_rows(net, 1):
+            name = name.replace(",", "_")
+            if layer.kind == "conv":
+                c_in, _, kh, kw, s, pad, dil, groups = layer.conv
+                if dil != 1:
+                    raise ValueError(f"layer {layer.name}: SCALE-Sim's convolution layout has no dilation; "
+                                     "write the GEMM layout instead")
+                _, h, w = layer.inp
+                _, p_out, q_out = layer.out
+                # Net.conv records one stride and one padding; a row is written only when they hold for
+                # both axes (else the GEMM layout, which needs neither)
+                if (h + 2 * pad - kh) // s + 1 != p_out or (w + 2 * pad - kw) // s + 1 != q_out:
+                    raise ValueError(f"layer {layer.name}: unequal strides or pads per axis; write the GEMM "
+                                     "layout instead")
+                lines.append(f"{name}, {h + 2 * pad}, {w + 2 * pad}, {kh}, {kw}, {c_in // groups}, {n}, {s},")
+            else:
+                lines.append(f"{name}, {m}, 1, 1, 1, {k}, {n}, 1,")
+    else:
+        raise ValueError(f"layout must be 'gemm' or 'conv', got {layout!r}")
+    return "\n".join(lines) + "\n"
+
+
+# -- ONNX -------------------------------------------------------------------------------------------------
+_ACTIVATIONS = ("Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu",
+                "Elu", "Selu", "Softplus")
+_SHAPE_ONLY = ("Flatten", "Reshape", "Dropout", "Identity")
+#: every ONNX op the importer understands
+ONNX_OPS = ("Conv", "Gemm", "MatMul", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool",
+            "GlobalMaxPool", "Add", "Sum", "Concat", "Softmax") + _ACTIVATIONS + _SHAPE_ONLY
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise ValueError("reading ONNX models needs the onnx package: pip install 'dse[onnx]' "
+                         "(or pip install onnx)") from None
+    return onnx
+
+
+def _onnx_shape(t: Tensor, rank: int) -> tuple[int, ...]:
+    """Our per-sample tensor in ONNX's layout without the batch dimension."""
+    if rank == 4:
+        return t.shape
+    if rank == 3:
+        return (t.h, t.c)
+    return (t.numel,)
+
+
+def load_onnx(path: str | Path) -> Net:
+    """A network from an ONNX model file (the ops in :data:`ONNX_OPS`; shapes inferred and cross-checked)."""
+    onnx = _onnx()
+    from onnx import numpy_helper, shape_inference
+
+    p = Path(path)
+    try:
+        model = onnx.load(str(p))
+    except Exception as e:  # noqa: BLE001 - protobuf raises several types for a file that is not ONNX
+        raise ValueError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
+    try:
+        model = shape_inference.infer_shapes(model, strict_mode=True)
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"{p}: ONNX shape inference failed: {str(e).splitlines()[0] if str(e) else e}") from None
+    g = model.graph
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    # Constant nodes (e.g. a Reshape's target shape) count as initializers
+    for node in g.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value":
+                    inits[node.output[0]] = numpy_helper.to_array(a.t)
+
+    def static(vi) -> tuple[int, ...] | None:
+        dims = vi.type.tensor_type.shape.dim
+        if not dims or any(not d.HasField("dim_value") for d in dims[1:]):
+            return None
+        return tuple(int(d.dim_value) for d in dims[1:])
+
+    inferred = {vi.name: static(vi) for vi in list(g.value_info) + list(g.output) + list(g.input)}
+    inputs = [i for i in g.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise ValueError(f"{p}: expected one graph input besides the initializers, got {len(inputs)}")
+    shp = static(inputs[0])
+    if shp is None or len(shp) not in (1, 2, 3):
+        raise ValueError(f"{p}: input {inputs[0].name!r} needs a static shape (batch, C, H, W) or "
+                         "(batch, features) or (batch, tokens, features)")
+    rank = len(shp) + 1
+    if rank == 4:
+        x0 = Tensor(*shp, grad=False)
+    elif rank == 3:
+        x0 = Tensor(shp[1], shp[0], 1, grad=False)
+    else:
+        x0 = Tensor(shp[0], 1, 1, grad=False)
+    net = Net(p.stem, x0.shape, 1, input_desc="x".join(str(d) for d in shp))
+    env: dict[str, tuple[Tensor, int]] = {inputs[0].name: (x0, rank)}
+
+    def attrs(node) -> dict:
+        return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def where(node) -> str:
+        return f"{p}: node {node.name or node.output[0]!r} ({node.op_type})"
+
+    def arg(node, i: int) -> tuple[Tensor, int]:
+        name = node.input[i]
+        if name not in env:
+            raise ValueError(f"{where(node)}: input {name!r} is not an activation the importer knows "
+                             "(a constant where an activation is expected?)")
+        return env[name]
+
+    def pads2(node, a: dict, kh: int, kw: int, x: Tensor, sh: int, sw: int, dil: int = 1) -> tuple[int, int]:
+        auto = a.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            tot = []
+            for size, k, s in ((x.h, kh, sh), (x.w, kw, sw)):
+                out = -(-size // s)
+                tot.append(max(0, (out - 1) * s + dil * (k - 1) + 1 - size))
+            if any(t % 2 for t in tot):
+                raise ValueError(f"{where(node)}: asymmetric padding ({auto}) is not supported")
+            return tot[0] // 2, tot[1] // 2
+        if auto == "VALID":
+            return 0, 0
+        pads = list(a.get("pads", [0, 0, 0, 0]))
+        if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
+            raise ValueError(f"{where(node)}: asymmetric padding {pads} is not supported")
+        return pads[0], pads[1]
+
+    for node in g.node:
+        op, a = node.op_type, attrs(node)
+        if op == "Constant":
+            continue
+        if op not in ONNX_OPS:
+            raise ValueError(f"{where(node)}: op {op} is not supported; the importer reads "
+                             f"{', '.join(ONNX_OPS)}")
+        name = node.name or node.output[0]
+        out_rank = None
+        if op == "Conv":
+            x, r = arg(node, 0)
+            wgt = inits.get(node.input[1])
+            if wgt is None or wgt.ndim != 4 or r != 4:
+                raise ValueError(f"{where(node)}: only 2-D convolutions with an initializer weight are supported")
+            f, _, kh, kw = (int(d) for d in wgt.shape)
+            sh, sw = (list(a.get("strides", [1, 1])) + [1, 1])[:2]
+            dil = list(a.get("dilations", [1, 1]))
+            if dil[0] != dil[1]:
+                raise ValueError(f"{where(node)}: unequal dilations {dil} are not supported")
+            ph, pw = pads2(node, a, kh, kw, x, sh, sw, dil[0])
+            y = net.conv(x, f, (kh, kw), stride=(sh, sw), padding=(ph, pw), dilation=dil[0],
+                         groups=int(a.get("group", 1)), bias=len(node.input) > 2 and node.input[2] != "",
+                         name=name)
+        elif op in ("Gemm", "MatMul"):
+            x, r = arg(node, 0)
+            wgt = inits.get(node.input[1])
+            if wgt is None or wgt.ndim != 2:
+                raise ValueError(f"{where(node)}: only a product with a 2-D weight initializer is supported "
+                                 "(a product of two activations, as in attention, is not)")
+            if op == "Gemm" and (a.get("transA", 0) or r != 2):
+                raise ValueError(f"{where(node)}: Gemm with transA or a non-2-D input is not supported")
+            out_f = int(wgt.shape[0] if a.get("transB", 0) else wgt.shape[1])
+            bias = op == "Gemm" and len(node.input) > 2 and node.input[2] != ""
+            if r == 4:
+                raise ValueError(f"{where(node)}: a product of a 4-D tensor; Flatten it first")
+            y = net.linear(x, out_f, bias=bias, name=name)
+        elif op == "BatchNormalization":
+            x, r = arg(node, 0)
+            y = net.bn(x, name=name)
+        elif op in ("MaxPool", "AveragePool"):
+            x, r = arg(node, 0)
+            kh, kw = a["kernel_shape"]
+            sh, sw = (list(a.get("strides", [1, 1])) + [1, 1])[:2]
+            if kh != kw or sh != sw:
+                raise ValueError(f"{where(node)}: only square pooling windows and strides are supported")
+            ph, pw = pads2(node, a, kh, kw, x, sh, sw)
+            if ph != pw:
+                raise ValueError(f"{where(node)}: unequal pooling pads are not supported")
+            y = net.pool(x, kh, sh, ph, ceil_mode=bool(a.get("ceil_mode", 0)), name=name)
+        elif op in ("GlobalAveragePool", "GlobalMaxPool"):
+            x, r = arg(node, 0)
+            y = net.global_pool(x, name=name)
+        elif op in ("Add", "Sum"):
+            acts = [n for n in node.input if n in env]
+            consts = [n for n in node.input if n in inits]
+            if len(acts) + len(consts) != len(node.input) or not acts:
+                raise ValueError(f"{where(node)}: inputs must be activations or initializers")
+            xs = [env[n][0] for n in acts]
+            r = env[acts[0]][1]
+            if len(xs) == 1:  # an activation plus a constant: a bias (its elements are parameters)
+                y = net._vector(xs[0], "eltwise", xs[0], params=sum(int(inits[c].size) for c in consts),
+                                name=name, stash=0)
+            else:
+                y = net.add(*xs, name=name)
+        elif op == "Concat":
+            xs = [arg(node, i) for i in range(len(node.input))]
+            r = xs[0][1]
+            if int(a.get("axis", 1)) not in (1, 1 - r):
+                raise ValueError(f"{where(node)}: only concatenation over channels (axis 1) is supported")
+            y = net.concat([t for t, _ in xs], name=name)
+        elif op in _ACTIVATIONS or op == "Softmax":
+            x, r = arg(node, 0)
+            if op == "Softmax":
+                y = net.softmax(x, name=name)
+            else:
+                y = net._vector(x, "act", x, name=name,
+                                params=int(inits[node.input[1]].size) if op == "PRelu" else 0)
+        else:  # shape-only ops
+            x, r = arg(node, 0)
+            if op in ("Dropout", "Identity"):
+                y = x
+            elif op == "Flatten":
+                if int(a.get("axis", 1)) != 1:
+                    raise ValueError(f"{where(node)}: only Flatten with axis 1 is supported")
+                y, out_rank = Tensor(x.numel, 1, 1, x.grad), 2
+            else:  # Reshape
+                target = inits.get(node.input[1])
+                if target is None or len(target) != 2 or int(target[1]) not in (-1, x.numel):
+                    raise ValueError(f"{where(node)}: only a Reshape to (batch, features) is supported")
+                y, out_rank = Tensor(x.numel, 1, 1, x.grad), 2
+        out_rank = out_rank or r
+        want = inferred.get(node.output[0])
+        if want is not None and _onnx_shape(y, out_rank) != want:
+            raise ValueError(f"{where(node)}: our shape {_onnx_shape(y, out_rank)} differs from ONNX's "
+                             f"inferred {want}")
+        env[node.output[0]] = (y, out_rank)
+    outs = [o.name for o in g.output]
+    if not outs or outs[0] not in env:
+        raise ValueError(f"{p}: the graph output is not computed by supported nodes")
+    net.num_classes = env[outs[0]][0].numel
+    if not net.gemm_layers:
+        raise ValueError(f"{p}: the model has no Conv, Gemm or MatMul layer to cost")
+    return net

@@ -1,0 +1,222 @@
+"""Custom workloads: ONNX models and SCALE-Sim topologies lowered like zoo models."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accel import Hardware, gemm_cost
+from models import zoo
+from models.importers import load_topology, to_scalesim
+
+onnx = pytest.importorskip("onnx")  # in the test extra; CI always has it
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+COLUMNS = ("layer", "phase", "M", "K", "N", "repeat", "vec_elems", "stash_bytes")
+
+
+def _exporter():
+    spec = importlib.util.spec_from_file_location("make_resnet18", DATA / "onnx" / "make_resnet18.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def resnet18_onnx(tmp_path_factory):
+    mod = _exporter()
+    out = {}
+    for ds in ("imagenet", "cifar10"):
+        p = tmp_path_factory.mktemp("onnx") / f"resnet18_{ds}.onnx"
+        model = mod.build(ds)
+        onnx.checker.check_model(model)
+        onnx.save(model, p)
+        out[ds] = p
+    return out
+
+
+@pytest.mark.parametrize("dataset", ["imagenet", "cifar10"])
+def test_onnx_resnet18_has_the_zoo_parameters_macs_and_training_ops(resnet18_onnx, dataset):
+    ours = zoo.build("resnet18", dataset=dataset)
+    net = zoo.build(str(resnet18_onnx[dataset]))
+    assert net.params == ours.params and net.macs == ours.macs
+    if dataset == "imagenet":  # torchvision's published figures, independently of the zoo
+        assert net.params == 11_689_512
+        assert net.macs == pytest.approx(1.81e9, rel=0.01)
+    assert net.num_classes == ours.num_classes and net.input_shape == ours.input_shape
+    a, b = ours.training_ops(16), net.training_ops(16)
+    for c in COLUMNS:
+        assert np.array_equal(getattr(a, c), getattr(b, c)), c
+
+
+def _graph(nodes, inits, in_shape, out_name, out_shape, path: Path) -> Path:
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                          [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape)],
+                          initializer=[numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in inits])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_onnx_unsupported_op_is_one_line_naming_it(tmp_path):
+    p = _graph([helper.make_node("Conv", ["x", "w"], ["y"], name="c", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                helper.make_node("Resize", ["y", "", "scales"], ["z"], name="up")],
+               [("w", (8, 3, 3, 3)), ("scales", (4,))], [1, 3, 8, 8], "z", None, tmp_path / "m.onnx")
+    with pytest.raises(ValueError) as e:
+        zoo.build(str(p))
+    msg = str(e.value)
+    assert "Resize" in msg and "'up'" in msg and "\n" not in msg
+
+
+def test_onnx_linear_and_concat_and_bias_add(tmp_path):
+    """A tiny branchy model: conv -> (relu, sigmoid) -> concat -> pool -> flatten -> MatMul + bias Add."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+             helper.make_node("Concat", ["r", "s"], ["cat"], name="cat", axis=1),
+             helper.make_node("AveragePool", ["cat"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+             helper.make_node("MatMul", ["f", "fcw"], ["m"], name="fc"),
+             helper.make_node("Add", ["m", "fcb"], ["y"], name="bias")]
+    p = _graph(nodes, [("w", (6, 3, 3, 3)), ("b", (6,)), ("fcw", (12 * 4 * 4, 5)), ("fcb", (5,))],
+               [2, 3, 16, 16], "y", [2, 5], tmp_path / "branchy.onnx")
+    net = zoo.build(str(p))
+    assert net.params == 6 * 27 + 6 + 192 * 5 + 5
+    assert net.macs == 8 * 8 * 27 * 6 + 192 * 5
+    assert net.num_classes == 5
+    assert [l.kind for l in net.layers] == ["conv", "act", "act", "concat", "pool", "linear", "eltwise"]
+
+
+def test_onnx_asymmetric_padding_is_refused(tmp_path):
+    p = _graph([helper.make_node("Conv", ["x", "w"], ["y"], name="c", kernel_shape=[3, 3], pads=[0, 0, 1, 1])],
+               [("w", (4, 3, 3, 3))], [1, 3, 8, 8], "y", None, tmp_path / "pad.onnx")
+    with pytest.raises(ValueError, match="asymmetric padding"):
+        zoo.build(str(p))
+
+
+HW = [Hardware(rows=16, cols=16, dataflow="ws"), Hardware(rows=32, cols=8, dataflow="os"),
+      Hardware(rows=64, cols=64, dataflow="is")]
+
+
+def _cycles(ops, hw, phases=("fwd", "igrad", "wgrad")) -> dict:
+    out = {}
+    for ph in phases:
+        m = ops.phase == ph
+        out[ph] = float(gemm_cost(ops.M[m], ops.K[m], ops.N[m], ops.repeat[m], hw=hw).compute_cycles.sum())
+    return out
+
+
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "transformer_base"])
+def test_scalesim_gemm_round_trip_gives_identical_compute_cycles(tmp_path, model):
+    """The topology of a batch-8 step, read back as a workload and lowered at batch 1, runs the same forward
+    GEMMs (groups and attention heads as separate rows): identical compute cycles on every array."""
+    net = zoo.build(model, dataset=None if model == "transformer_base" else "cifar10")
+    p = tmp_path / f"{model}.csv"
+    p.write_text(to_scalesim(net, batch=8, layout="gemm"))
+    back = load_topology(p)
+    a, b = net.training_ops(8), back.training_ops(1)
+    assert a.macs[a.phase == "fwd"].sum() == b.macs[b.phase == "fwd"].sum()
+    for hw in HW:
+        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+
+
+def test_scalesim_per_sample_topology_lowers_like_the_zoo_model(tmp_path):
+    """Convolutions fold the batch into M, so a batch-1 topology lowered at batch 8 is the zoo's batch-8 step:
+    forward, input-gradient and weight-gradient GEMMs alike."""
+    net = zoo.build("resnet18", dataset="cifar10")
+    p = tmp_path / "r18.csv"
+    p.write_text(to_scalesim(net, batch=1))
+    a, b = net.training_ops(8), load_topology(p).training_ops(8)
+    for hw in HW:
+        assert _cycles(a, hw) == _cycles(b, hw)
+
+
+def test_scalesim_conv_layout_round_trip(tmp_path):
+    net = zoo.build("resnet18", dataset="imagenet")
+    p = tmp_path / "r18conv.csv"
+    p.write_text(to_scalesim(net, layout="conv"))
+    rows = list(csv.reader(io.StringIO(p.read_text())))
+    assert rows[0][:8] == ["Layer name", " IFMAP Height", " IFMAP Width", " Filter Height", " Filter Width",
+                           " Channels", " Num Filter", " Strides"]
+    assert rows[1][:8] == ["conv1", " 230", " 230", " 7", " 7", " 3", " 64", " 2"]  # padding folded in
+    back = load_topology(p)
+    a, b = net.training_ops(4), back.training_ops(4)
+    for hw in HW:
+        assert _cycles(a, hw) == _cycles(b, hw)
+
+
+def test_scalesim_documented_example_and_bad_rows(tmp_path):
+    # the layout of SCALE-Sim's topology files (a trailing comma on each row)
+    p = tmp_path / "alexnet_part.csv"
+    p.write_text("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, "
+                 "Strides,\nConv1, 227, 227, 11, 11, 3, 96, 4,\nConv2, 31, 31, 5, 5, 96, 256, 1,\n")
+    net = load_topology(p)
+    assert [l.gemm[:3] for l in net.layers] == [(55 * 55, 11 * 11 * 3, 96), (27 * 27, 5 * 5 * 96, 256)]
+    assert net.layers[0].needs_igrad is False and net.layers[1].needs_igrad is True
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, "
+                   "Strides,\nConv1, 227, 227, 11, x, 3, 96, 4,\n")
+    with pytest.raises(ValueError, match=r"bad.csv:2: Filter Width"):
+        load_topology(bad)
+
+
+@pytest.fixture
+def run(cli):
+    return cli
+
+
+def test_cli_models_onnx_topology_and_scalesim_format(run, tmp_path, resnet18_onnx):
+    r = run("models", "--onnx", str(resnet18_onnx["imagenet"]), "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["params"] == 11_689_512 and s["layers"] == 21
+    r = run("models", "resnet18", "--ops", "--format", "scalesim", "--batch", "2")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    assert [c.strip() for c in rows[0][:4]] == ["Layer", "M", "N", "K"]
+    assert [c.strip() for c in rows[1][:4]] == ["conv1", str(2 * 112 * 112), "64", "147"]
+    topo = tmp_path / "r18.csv"
+    topo.write_text(r.stdout)
+    r = run("models", "--topology", str(topo), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["layers"] == 21
+    r = run("models", "--onnx", str(topo))
+    assert r.returncode == 2 and "--onnx" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_workload_file_in_a_configuration(run, tmp_path, monkeypatch):
+    """A configuration names a topology relative to itself; `dse evaluate` costs it like a zoo model."""
+    (tmp_path / "nets").mkdir()
+    net = zoo.build("resnet18", dataset="cifar10")
+    (tmp_path / "nets" / "r18.csv").write_text(to_scalesim(net, batch=1))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[workload]\nmodels = ["nets/r18.csv", "resnet18"]\ndataset = "cifar10"\nbatch = 16\n'
+                   'dataset_size = 1000\nepochs = 1\n[schedule]\ngp_fraction = 0.0\n')
+    monkeypatch.chdir("/")  # the file is found relative to the configuration, not the working directory
+    r = run("evaluate", str(cfg), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [m["model"] for m in out["models"]] == [str(tmp_path / "nets" / "r18.csv"), "resnet18"]
+    missing = tmp_path / "m.toml"
+    missing.write_text('[workload]\nmodels = ["nope.onnx"]\n')
+    r = run("evaluate", str(missing))
+    assert r.returncode == 2 and "workload.models" in r.stderr and "nope.onnx" in r.stderr
+
+
+def test_broken_pipe_ends_quietly_with_exit_0():
+    for args in (["models", "resnet50", "--ops"], ["models", "resnet50", "--ops", "--format", "scalesim"]):
+        p = subprocess.Popen([sys.executable, "-m", "dse.cli", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdout.readline()
+        p.stdout.close()  # the reader goes away, as `| head -1` does
+        err = p.stderr.read().decode()
+        assert p.wait() == 0 and err == ""
