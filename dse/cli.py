@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -27,7 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -62,6 +63,8 @@ def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str
     columns = columns or list(rows[0])
 
     def fmt(v):
+        if v is None:
+            return "-"
         if isinstance(v, float):
             return floatfmt.format(v)
         if isinstance(v, int) and not isinstance(v, bool):
@@ -70,7 +73,7 @@ def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str
 
     cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r.get(c), (int, float)) for r in rows) for c in columns]
+    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c, "") is None for r in rows) for c in columns]
     line = lambda vals: "  ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731
                                   for v, w, n in zip(vals, widths, numeric)).rstrip()
     typer.echo(line(columns))
@@ -81,18 +84,29 @@ def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str
 
 @app.command("models")
 def models_cmd(
-    name: Optional[str] = typer.Argument(None, help="A zoo model; without it, list the whole zoo."),
+    name: Optional[str] = typer.Argument(None, metavar="[NAME]",
+                                         help="A zoo model, or a workload file (.csv SCALE-Sim topology, .onnx "
+                                              "model); without it, list the whole zoo."),
     dataset: Optional[str] = typer.Option(
         None, "--dataset", "-d",
         help="Input set-up: imagenet (3x224x224, 1000 classes), cifar10 or cifar100 (3x32x32). "
              "Default: each model's own (299x299 for Inception, 416x416 for YOLOv3)."),
+    onnx_file: Optional[Path] = typer.Option(None, "--onnx", metavar="FILE",
+                                             help="An ONNX model instead of NAME (shapes inferred)."),
+    topology: Optional[Path] = typer.Option(None, "--topology", metavar="FILE.csv",
+                                            help="A SCALE-Sim topology (convolution or GEMM layout) instead "
+                                                 "of NAME."),
     ops: bool = typer.Option(False, "--ops", help="Print NAME's training ops (GEMMs as M K N repeat, "
                                                   "vector ops as elements moved) instead of its summary."),
     batch: int = typer.Option(32, "--batch", "-b", min=1, help="Batch size for --ops."),
     optimizer: str = typer.Option("sgd_momentum", "--optimizer",
                                   help="Optimizer whose state the weight update reads and writes "
                                        "(sgd, sgd_momentum, adam), for --ops."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", "-f",
+        help="table, json, or with --ops also scalesim (the forward GEMMs at --batch in SCALE-Sim's "
+             "Layer, M, N, K layout) or scalesim-conv (SCALE-Sim's convolution layout, per sample)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table (--format json)."),
 ) -> None:
     """The workload zoo: name, input, GEMM layers, parameters and forward MACs per sample.
 
@@ -102,6 +116,21 @@ def models_cmd(
     from dse.values import check_number
 
     check_number(batch, "--batch")
+
+    formats = ("table", "json", "scalesim", "scalesim-conv")
+    fmt = fmt or ("json" if json_out else "table")
+    if fmt not in formats:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(formats)}")
+    if fmt.startswith("scalesim") and not ops:
+        raise UsageError(f"--format {fmt}: only with --ops (it writes the training step's forward GEMMs)")
+    given = [v for v in (name, onnx_file, topology) if v is not None]
+    if len(given) > 1:
+        raise UsageError("models: give one of NAME, --onnx FILE, --topology FILE.csv")
+    for opt, path, suffix in (("--onnx", onnx_file, ".onnx"), ("--topology", topology, ".csv")):
+        if path is not None:
+            if path.suffix.lower() != suffix:
+                raise UsageError(f"{opt}: expected a {suffix} file, got {str(path)!r}")
+            name = str(path)
 
     def _build(n: str):
         try:
@@ -118,7 +147,7 @@ def models_cmd(
             if dataset is not None and dataset not in e.datasets:
                 continue
             rows.append(_build(n).summary())
-        if json_out:
+        if fmt == "json":
             echo_json(rows)
         else:
             echo_table(
@@ -130,14 +159,22 @@ def models_cmd(
     net = _build(name)
     if not ops:
         s = net.summary()
-        echo_json(s) if json_out else echo_table([s])
+        echo_json(s) if fmt == "json" else echo_table([s])
         return
     from models.graph import OPTIMIZER_STATE
 
     if optimizer not in OPTIMIZER_STATE:
         raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZER_STATE)}; got {optimizer!r}")
+    if fmt.startswith("scalesim"):
+        from models.importers import to_scalesim
+
+        try:
+            sys.stdout.write(to_scalesim(net, batch=batch, layout="conv" if fmt == "scalesim-conv" else "gemm"))
+        except ValueError as e:
+            raise UsageError(f"--format {fmt}: {e}") from None
+        return
     recs = net.training_ops(batch, optimizer=optimizer).to_records()
-    if json_out:
+    if fmt == "json":
         echo_json(recs)
     else:
         echo_table(recs, ["layer", "name", "kind", "phase", "M", "K", "N", "repeat", "macs", "vec_elems",
@@ -154,9 +191,27 @@ def _register() -> None:
     app.command("evaluate")(cli_evaluate.evaluate)
     for name in ("run", "worker", "status", "pareto", "plot", "export"):
         app.command(name)(getattr(cli_study, name))
+    from dse import cli_views
+
+    for name in cli_views.COMMANDS:
+        app.command(name)(getattr(cli_views, name))
 
 
 _register()
+
+
+def _reader_gone() -> None:
+    """The reader closed the pipe (`dse ... | head`): end quietly with exit 0, as `cat` and `grep` do.
+
+    Standard output is pointed at /dev/null so that the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,6 +219,13 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         rv = app(args=argv, prog_name="dse", standalone_mode=False)
+    except SystemExit as e:
+        # typer turns a broken pipe (EPIPE) into exit 1 after wrapping the streams in PacifyFlushWrapper
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _reader_gone()
+        raise
+    except BrokenPipeError:
+        _reader_gone()
     except UsageError as e:
         if debug or _state["debug"]:
             traceback.print_exc()

@@ -15,7 +15,7 @@ import typer
 
 from dse.errors import UsageError
 
-STUDY_ARG = typer.Argument(..., help="Study file (TOML): workload, search space, objectives, constraints.")
+STUDY_ARG = typer.Argument(..., metavar="STUDY.toml", help="Study file (TOML): workload, search space, objectives, constraints.")
 STORAGE_OPT = typer.Option(None, "--storage", envvar="DSE_STORAGE",
                            help="Storage URL (sqlite:///FILE.db, postgresql://USER:PW@HOST/DB, "
                                 "journal:///FILE.log). Default: a SQLite file <name>.db beside the study file. "
@@ -285,10 +285,9 @@ def export(
     study = open_study(spec, storage, create=False)
     pts = export_points(spec, load_points(study, spec), best=best, where=where or [], pareto=all_front)
     if out is not None and all_front and fmt == "toml":
-        out.mkdir(parents=True, exist_ok=True)
-        for p in pts:
-            path = out / f"{spec.name}-trial{p.number}.toml"
-            path.write_text(render([p], "toml", spec))
+        from dse.export import write_folder
+
+        for path in write_folder(pts, spec, out):  # every file is written before the first name is printed
             typer.echo(str(path))
         return
     text = render(pts, fmt, spec)

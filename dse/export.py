@@ -12,13 +12,14 @@ import csv
 import io
 import json
 import math
+from pathlib import Path
 
 from dse.errors import UsageError
 from dse.evaluate import METRICS
 from dse.pareto import Point, best as best_point, front, knee, parse_where
 from dse.studyfile import DIRECTIONS, StudySpec
 
-__all__ = ["export_points", "render", "to_toml"]
+__all__ = ["export_points", "render", "to_toml", "write_folder"]
 
 
 def export_points(spec: StudySpec, points: list[Point], *, best: str | None = None, where: list[str] = (),
@@ -107,3 +108,32 @@ def render(points: list[Point], fmt: str, spec: StudySpec) -> str:
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
+
+
+def write_folder(points: list[Point], spec: StudySpec, out: Path) -> list[Path]:
+    """One TOML file per point in folder ``out`` (``<study>-trial<N>.toml``), written all or nothing.
+
+    The files are written into a temporary folder beside ``out`` and moved in only once all exist, so an
+    interrupted export (Ctrl-C, a full disk, a reader closing the pipe) leaves no partial folder behind.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        names = []
+        for p in points:
+            name = f"{spec.name}-trial{p.number}.toml"
+            (tmp / name).write_text(render([p], "toml", spec))
+            names.append(name)
+        if not out.exists():
+            tmp.rename(out)
+        else:
+            for name in names:
+                os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / n for n in names]

@@ -77,3 +77,25 @@ def write_study(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
     p = tmp_path / name
     p.write_text(textwrap.dedent(text))
     return p
+
+
+@pytest.fixture(scope="session")
+def ran_study(tmp_path_factory) -> Path:
+    """The fast study above, run once for the whole session (read-only for the tests that use it)."""
+    import os
+
+    from dse.study import run
+    from dse.studyfile import load_study
+
+    old = os.environ.get("DSE_CACHE_DIR")
+    os.environ["DSE_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "dse-cache")
+    try:
+        p = tmp_path_factory.mktemp("ran") / "tiny.toml"
+        p.write_text(textwrap.dedent(FAST_STUDY))
+        assert run(load_study(p))["complete"] == 12
+    finally:
+        if old is None:
+            os.environ.pop("DSE_CACHE_DIR", None)
+        else:
+            os.environ["DSE_CACHE_DIR"] = old
+    return p

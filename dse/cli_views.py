@@ -1,0 +1,161 @@
+"""``dse show``, ``dse init``, ``dse report``: what a researcher looks at (thin: the work is in dse.views,
+dse.report and the study API)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dse.cli_study import STORAGE_OPT, STUDY_ARG, _load
+from dse.errors import UsageError
+
+#: the commands this module adds to `dse`
+COMMANDS = ("show", "init")
+FORMATS = ("table", "csv", "json")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    if rows:
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return buf.getvalue()
+
+
+def _unit(metric: str) -> str:
+    from dse.evaluate import METRICS
+
+    return METRICS.get(metric, "")
+
+
+def show(
+    study_file: Path = STUDY_ARG,
+    trial: int = typer.Argument(..., metavar="TRIAL", help="Trial number (as `dse pareto` lists them)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model of the workload."),
+    layers: bool = typer.Option(False, "--layers", help="Also the per-layer, per-phase table (one plain-BP "
+                                                        "training step on the trial's accelerator)."),
+    fmt: str = typer.Option("table", "--format", "-f",
+                            help="table, csv (the per-layer table with --layers, else the per-model table) "
+                                 "or json (everything)."),
+    storage: Optional[str] = STORAGE_OPT,
+) -> None:
+    """One trial in depth: its knobs, every metric with its unit, the per-model breakdown (step times per
+    phase, DRAM traffic, energy by component) and, with --layers, every op of a training step (cycles,
+    utilization, stalls, DRAM bytes, energy by component)."""
+    _check_format(fmt)
+    spec = _load(study_file)
+    from dse.study import open_study
+    from dse.views import trial_detail
+
+    if trial < 0:
+        raise UsageError(f"TRIAL: must be a trial number >= 0, got {trial}")
+    study = open_study(spec, storage, create=False)
+    d = trial_detail(study, spec, trial, model=model, layers=layers)
+    if fmt == "json":
+        typer.echo(json.dumps(d, indent=2, default=float))
+        return
+    layer_rows = [{"model": m, **r} for m, rows in d.get("layers", {}).items() for r in rows]
+    if fmt == "csv":
+        if "models" not in d:
+            raise UsageError(f"TRIAL: trial {trial} is {d['state']} ({d['reason']}); it has no table")
+        typer.echo(_csv(layer_rows if layers else d["models"]).rstrip("\n"))
+        return
+    from dse.cli import echo_table
+
+    objectives = dict(zip(spec.metrics, spec.directions))
+    head = f"trial {trial}: {d['state']}"
+    if "feasible" in d:
+        head += ", feasible" if d["feasible"] else ", violates a constraint"
+    typer.echo(head)
+    if "reason" in d:
+        typer.echo(f"reason: {d['reason']}")
+    typer.echo("")
+    typer.echo("knobs (as sampled; the measured GP fraction is the metric gp_fraction below)")
+    echo_table([{"knob": k, "value": str(v)} for k, v in d["params"].items()])
+    if "metrics" not in d:
+        return
+    typer.echo("")
+    rows = []
+    for m, v in d["metrics"].items():
+        role = f"objective ({objectives[m]})" if m in objectives else ""
+        rows.append({"metric": m, "value": v, "unit": _unit(m), "role": role})
+    sur = d.get("surrogate", {})
+    typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy task "
+               f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model)")
+    echo_table(rows, floatfmt="{:.5g}")
+    typer.echo("")
+    typer.echo("per model (time per step in ms for plain BP on the reference, and this design's BP-phase and "
+               "GP-phase steps; DRAM GB per step; job energy J by component)")
+    cols = ["model", "speedup", "speedup_same_hw", "step_ms_bp_ref", "step_ms_adagp_bp", "step_ms_gp",
+            "dram_gb_per_step_bp", "dram_gb_per_step_gp", "energy_j"]
+    from accel.schedule import ENERGY_KEYS
+
+    cols += [f"energy_j_{k}" for k in ENERGY_KEYS]
+    echo_table([{c: r[c] for c in cols} for r in d["models"]], floatfmt="{:.4g}")
+    if layers:
+        typer.echo("")
+        typer.echo("per layer and phase (one plain-BP step; each op costed alone: the step's schedule adds "
+                   "activation-stash stalls and leakage)")
+        cols = ["model", "layer", "name", "kind", "phase", "M", "K", "N", "repeat", "macs", "cycles",
+                "utilization", "stall_cycles", "time_us", "dram_bytes", "energy_pj_mac", "energy_pj_sram",
+                "energy_pj_dram"]
+        echo_table([{c: r[c] for c in cols} for r in layer_rows], floatfmt="{:.4g}")
+
+
+def _templates() -> dict[str, Path]:
+    """Template name -> study file: the presets under studies/ of the source checkout."""
+    root = Path(__file__).resolve().parents[1] / "studies"
+    return {name: root / f"{name}.toml" for name in ("quickstart", "zoo", "predictors")}
+
+
+def init(
+    file: Path = typer.Argument(..., metavar="FILE.toml", help="The study file to write (it must not exist)."),
+    template: str = typer.Option("quickstart", "--template", "-t",
+                                 help="quickstart (one CNN, hybrid search, 4 objectives), zoo (every zoo model, "
+                                      "geometric-mean speed-up) or predictors (gradient schemes and predictor "
+                                      "shapes)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite FILE if it exists."),
+) -> None:
+    """Write a commented study file to start from (a copy of a preset, named after FILE); then
+    `dse run FILE.toml`."""
+    from dse.studyfile import load_study
+
+    temps = _templates()
+    if template not in temps:
+        raise UsageError(f"--template: {template!r}; choose one of {', '.join(temps)}")
+    src = temps[template]
+    if not src.is_file():
+        raise UsageError(f"--template {template}: its preset {src} is not in this installation (the presets "
+                         "ship in the source checkout's studies/ folder)")
+    if file.suffix != ".toml":
+        raise UsageError(f"FILE: a study file ends in .toml, got {str(file)!r}")
+    if file.exists() and not force:
+        raise UsageError(f"FILE: {file} exists; choose another name or pass --force")
+    text = src.read_text()
+    import re
+
+    name = file.stem
+    text, n = re.subn(r'(?m)^(name\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{name}"', text, count=1)
+    header = (f"# Started from the {template} template by `dse init`; run it with `dse run {file.name}`,\n"
+              f"# then `dse pareto {file.name} --limit 10`, `dse show {file.name} TRIAL`, "
+              f"`dse report {file.name}`.\n")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(header + text)
+    try:
+        load_study(file)  # the template must stay a valid study
+    except UsageError:
+        file.unlink()
+        raise
+    typer.echo(str(file))

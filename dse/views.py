@@ -1,0 +1,108 @@
+"""Views of a study for a researcher. One design point in depth: a trial's configuration, every metric, per model, per layer and phase.
+
+:func:`trial_detail` gathers what ``dse show`` prints; :func:`layer_table` costs a configuration's training
+step op by op (the view SCALE-Sim, Timeloop and ZigZag users are used to). Each op is costed alone with the
+same GEMM and vector models the schedule uses (:func:`accel.gemm.gemm_cost`, :func:`accel.vector.vector_cost`,
+without leakage); the step's total in :mod:`accel.schedule` adds what no single op sees -- activation-stash
+stalls and DRAM traffic, the predictor's overlap, leakage over the step's wall time -- so the per-op sums are
+the step's compute part, and :func:`layer_table` returns the schedule's step figures beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from accel import gemm_cost
+from accel.schedule import ENERGY_KEYS
+from accel.vector import vector_cost
+from dse.errors import UsageError
+from dse.evaluate import Configuration, _ops, _key, _tech, evaluate_hardware
+
+__all__ = ["trial_detail", "layer_table", "find_trial"]
+
+_GEMM = ("fwd", "igrad", "wgrad")
+
+
+def layer_table(cfg: Configuration, model: str) -> list[dict]:
+    """Per op of one plain back-propagation step of ``model`` on ``cfg.hardware``: shape, cycles, stalls,
+    utilization, time, DRAM bytes and energy by component (pJ)."""
+    if model not in cfg.workload.models:
+        raise UsageError(f"--model: {model!r} is not in this configuration's workload "
+                         f"({', '.join(cfg.workload.models)})")
+    hw = cfg.hardware
+    tech = _tech(cfg.technology)
+    ops = _ops(_key(cfg.workload, model), cfg.workload.batch, cfg.workload.optimizer, hw.word_bytes)
+    recs = ops.to_records()
+    g = np.isin(ops.phase, _GEMM)
+    rows: list[dict] = []
+    gc = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, include_leakage=False) \
+        if g.any() else None
+    vc = vector_cost(ops.vec_elems[~g], hw=hw, tech=tech, include_leakage=False) if (~g).any() else None
+    gi = vi = 0
+    clock = hw.clock_ghz * 1e9
+    for i, r in enumerate(recs):
+        row = {k: r[k] for k in ("layer", "name", "kind", "phase", "M", "K", "N", "repeat", "macs", "vec_elems")}
+        if g[i]:
+            c, j = gc, gi
+            gi += 1
+            row["utilization"] = float(c.utilization[j])
+            dram = float(c.dram_read_bytes[j] + c.dram_write_bytes[j])
+        else:
+            c, j = vc, vi
+            vi += 1
+            row["utilization"] = None  # a vector op does not use the array
+            dram = float(c.dram_bytes[j])
+        row.update({
+            "cycles": float(c.total_cycles[j]),
+            "compute_cycles": float(c.compute_cycles[j]),
+            "stall_cycles": float(c.stall_cycles[j]),
+            "time_us": float(c.total_cycles[j]) / clock * 1e6,
+            "dram_bytes": dram,
+        })
+        for k in ENERGY_KEYS:
+            if k != "leakage":
+                row[f"energy_pj_{k}"] = float(c.energy_pj[k][j]) if k in c.energy_pj else 0.0
+        rows.append(row)
+    return rows
+
+
+def find_trial(study, number: int):
+    """The stored trial ``number`` (UsageError naming the range when there is none)."""
+    trials = study.get_trials(deepcopy=False)
+    by = {t.number: t for t in trials}
+    if number not in by:
+        hi = max(by) if by else -1
+        raise UsageError(f"TRIAL: the study has no trial {number} (trials 0-{hi})" if by
+                         else "TRIAL: the study has no trials yet; run it (dse run)")
+    return by[number]
+
+
+def trial_detail(study, spec, number: int, *, model: str | None = None, layers: bool = False) -> dict:
+    """Everything stored and derivable about one trial: state, knobs (requested), metrics, the per-model
+    breakdown recomputed from its configuration, and, with ``layers``, :func:`layer_table` per model."""
+    t = find_trial(study, number)
+    state = t.state.name.lower()
+    out: dict = {"trial": number, "state": state, "params": dict(t.params)}
+    if state != "complete" or "config" not in t.user_attrs:
+        out["reason"] = t.user_attrs.get("fail_reason", "no reason recorded")
+        return out
+    cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {number} config")
+    metrics = dict(t.user_attrs.get("metrics", {}))
+    out["metrics"] = metrics
+    out["constraints"] = {k: float(v) for k, v in t.constraints.items()} if hasattr(t, "constraints") else {}
+    out["feasible"] = all(v <= 0 for v in out["constraints"].values())
+    out["surrogate"] = dict(t.user_attrs.get("surrogate", {}))
+    out["config"] = cfg.to_dict()
+    models = list(cfg.workload.models)
+    if model is not None:
+        if model not in models:
+            raise UsageError(f"--model: {model!r} is not in trial {number}'s workload ({', '.join(models)})")
+        models = [model]
+    hwres = evaluate_hardware(replace(cfg, workload=replace(cfg.workload, models=tuple(models))),
+                              float(metrics.get("gp_fraction", 0.0)))
+    out["models"] = hwres["models"]
+    if layers:
+        out["layers"] = {m: layer_table(cfg, m) for m in models}
+    return out
