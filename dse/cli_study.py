@@ -138,32 +138,9 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Trials by state, the budget, the front's size and hypervolume, the storage (password masked)."""
     spec = _load(study_file)  # first: a bad file fails fast, without importing Optuna
-    from optuna.trial import TrialState
+    from dse.views import status_summary
 
-    from dse.pareto import front, hypervolume
-    from dse.study import hv_reference, load_points, mask_url, open_study, storage_url
-
-    study = open_study(spec, storage, create=False)
-    states = {s.name.lower(): 0 for s in TrialState}
-    for t in study.get_trials(deepcopy=False):
-        states[t.state.name.lower()] += 1
-    pts = load_points(study, spec)
-    reasons: dict[str, int] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
-        r = t.user_attrs.get("fail_reason", "no reason recorded")
-        reasons[r] = reasons.get(r, 0) + 1
-    out = {
-        "study": spec.name,
-        "storage": mask_url(storage_url(spec, storage)),
-        "budget": spec.trials,
-        "trials": states,
-        "feasible": sum(p.feasible for p in pts),
-        "front": len(front(pts, spec.directions)),
-        "hypervolume": hypervolume(pts, spec.directions, hv_reference(spec)),
-        "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
-        "constraints": [str(c) for c in spec.constraints],
-        "failures": reasons,
-    }
+    out = status_summary(spec, storage)
     if json_out:
         typer.echo(json.dumps(out, indent=2))
         return
@@ -180,20 +157,9 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
 
 
 def _front_rows(spec, pts) -> list[dict]:
-    rows = []
-    for p in pts:
-        r = {"trial": p.number}
-        r.update({m: p.metrics.get(m) for m in _metric_order(spec)})
-        r.update({k: v for k, v in p.params.items()})
-        rows.append(r)
-    return rows
+    from dse.views import front_rows
 
-
-def _metric_order(spec) -> list[str]:
-    from dse.evaluate import METRICS
-
-    first = spec.metrics
-    return first + [m for m in METRICS if m not in first]
+    return front_rows(spec, pts)
 
 
 def _emit(rows: list[dict], fmt: str) -> None:

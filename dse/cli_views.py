@@ -15,7 +15,7 @@ from dse.cli_study import STORAGE_OPT, STUDY_ARG, _load
 from dse.errors import UsageError
 
 #: the commands this module adds to `dse`
-COMMANDS = ("show", "init")
+COMMANDS = ("show", "init", "report")
 FORMATS = ("table", "csv", "json")
 
 
@@ -159,3 +159,23 @@ def init(
         file.unlink()
         raise
     typer.echo(str(file))
+
+
+def report(
+    study_file: Path = STUDY_ARG,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE.html",
+                                       help="Where to write it (default: <name>-report.html beside the study "
+                                            "file)."),
+    storage: Optional[str] = STORAGE_OPT,
+) -> None:
+    """One self-contained HTML file to mail to a colleague: status, objectives and the hypervolume
+    reference point, the figures (embedded), the front, failures, the study file, versions and git commit."""
+    spec = _load(study_file)
+    from dse.report import build_report
+    from dse.study import open_study
+
+    study = open_study(spec, storage, create=False)
+    path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"--out: an HTML file name ends in .html, got {str(path)!r}")
+    typer.echo(str(build_report(spec, study, path, storage=storage)))

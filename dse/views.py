@@ -20,7 +20,7 @@ from accel.vector import vector_cost
 from dse.errors import UsageError
 from dse.evaluate import Configuration, _ops, _key, _tech, evaluate_hardware
 
-__all__ = ["trial_detail", "layer_table", "find_trial"]
+__all__ = ["trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
 
@@ -106,3 +106,53 @@ def trial_detail(study, spec, number: int, *, model: str | None = None, layers: 
     if layers:
         out["layers"] = {m: layer_table(cfg, m) for m in models}
     return out
+
+
+def metric_order(spec) -> list[str]:
+    """The study's objectives first, then every other metric."""
+    from dse.evaluate import METRICS
+
+    first = spec.metrics
+    return first + [m for m in METRICS if m not in first]
+
+
+def front_rows(spec, pts) -> list[dict]:
+    """One row per point: trial number, every metric (objectives first), every searched knob."""
+    rows = []
+    for p in pts:
+        r = {"trial": p.number}
+        r.update({m: p.metrics.get(m) for m in metric_order(spec)})
+        r.update(dict(p.params))
+        rows.append(r)
+    return rows
+
+
+def status_summary(spec, storage: str | None = None, study=None) -> dict:
+    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons."""
+    from optuna.trial import TrialState
+
+    from dse.pareto import front, hypervolume
+    from dse.study import hv_reference, load_points, mask_url, open_study, storage_url
+
+    if study is None:
+        study = open_study(spec, storage, create=False)
+    states = {s.name.lower(): 0 for s in TrialState}
+    for t in study.get_trials(deepcopy=False):
+        states[t.state.name.lower()] += 1
+    pts = load_points(study, spec)
+    reasons: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
+        r = t.user_attrs.get("fail_reason", "no reason recorded")
+        reasons[r] = reasons.get(r, 0) + 1
+    return {
+        "study": spec.name,
+        "storage": mask_url(storage_url(spec, storage)),
+        "budget": spec.trials,
+        "trials": states,
+        "feasible": sum(p.feasible for p in pts),
+        "front": len(front(pts, spec.directions)),
+        "hypervolume": hypervolume(pts, spec.directions, hv_reference(spec)),
+        "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
+        "constraints": [str(c) for c in spec.constraints],
+        "failures": reasons,
+    }

@@ -1,0 +1,88 @@
+"""`dse report`: one self-contained HTML file, opened in a real headless Chromium (Debian's chromium and
+chromium-driver, which .ci/run installs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+
+def _browser_paths() -> tuple[str, str] | None:
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (chrome, driver) if chrome and driver else None
+
+
+@pytest.fixture(scope="module")
+def report(ran_study, tmp_path_factory) -> Path:
+    from dse.report import build_report
+    from dse.study import open_study
+    from dse.studyfile import load_study
+
+    spec = load_study(ran_study)
+    out = tmp_path_factory.mktemp("report") / "tiny.html"
+    return build_report(spec, open_study(spec, None, create=False), out)
+
+
+def test_report_is_self_contained_with_the_study_file_versions_and_reference(report, ran_study):
+    text = report.read_text()
+    # nothing is fetched: every src is a data URI, no external link or script
+    srcs = re.findall(r'src="([^"]*)"', text)
+    assert len(srcs) >= 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "<script" not in text and "http://" not in text.split("<pre>")[0]
+    assert "git commit" in text and "optuna" in text
+    assert "hypervolume reference point" in text.lower() or "Hypervolume" in text
+    assert "[[objectives]]" in text  # the study file, verbatim (escaped)
+    assert "twice the reference accelerator" in text  # area_mm2's reference comes from the reference design
+
+
+def test_report_opens_in_headless_chromium(report, tmp_path):
+    paths = _browser_paths()
+    if paths is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Debian's chromium and chromium-driver (.ci/run installs them)")
+        pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver)")
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager look for a browser online
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chrome, driver_path = paths
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):
+        opts.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    try:
+        drv.set_page_load_timeout(60)
+        drv.get(report.resolve().as_uri())
+        assert "dse study report" in drv.title
+        images = drv.execute_script(
+            "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight]);")
+        assert len(images) >= 3
+        assert all(done and w > 100 and h > 100 for done, w, h in images), images
+        rows = drv.execute_script(
+            "return Array.from(document.querySelectorAll('table')).map(t => t.tBodies[0].rows.length);")
+        assert len(rows) >= 5 and all(n > 0 for n in rows), rows
+        front_rows = drv.execute_script(
+            "const h = Array.from(document.querySelectorAll('h2')).find(e => e.textContent.startsWith('The front'));"
+            "return h.nextElementSibling.querySelector('tbody').rows.length;")
+        assert front_rows >= 1
+        shot = tmp_path / "report.png"
+        drv.save_screenshot(str(shot))
+        assert shot.stat().st_size > 10_000
+    finally:
+        drv.quit()
+
+
+def test_report_command_writes_beside_the_study_by_default(cli, ran_study, tmp_path):
+    r = cli("report", ran_study, "--out", tmp_path / "r.txt")
+    assert r.returncode == 2 and "--out" in r.stderr
+    r = cli("report", ran_study, "--out", tmp_path / "r.html")
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()) == tmp_path / "r.html" and (tmp_path / "r.html").stat().st_size > 10_000
