@@ -7,7 +7,7 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -15,7 +15,7 @@ from dse.cli_study import STORAGE_OPT, STUDY_ARG, _load
 from dse.errors import UsageError
 
 #: the commands this module adds to `dse`
-COMMANDS = ("show", "init", "report")
+COMMANDS = ("show", "init", "report", "compare", "sweep")
 FORMATS = ("table", "csv", "json")
 
 
@@ -32,12 +32,6 @@ def _csv(rows: list[dict]) -> str:
         w.writeheader()
         w.writerows(rows)
     return buf.getvalue()
-
-
-def _unit(metric: str) -> str:
-    from dse.evaluate import METRICS
-
-    return METRICS.get(metric, "")
 
 
 def show(
@@ -57,7 +51,7 @@ def show(
     _check_format(fmt)
     spec = _load(study_file)
     from dse.study import open_study
-    from dse.views import trial_detail
+    from dse.views import trial_detail, unit_of
 
     if trial < 0:
         raise UsageError(f"TRIAL: must be a trial number >= 0, got {trial}")
@@ -90,7 +84,7 @@ def show(
     rows = []
     for m, v in d["metrics"].items():
         role = f"objective ({objectives[m]})" if m in objectives else ""
-        rows.append({"metric": m, "value": v, "unit": _unit(m), "role": role})
+        rows.append({"metric": m, "value": v, "unit": unit_of(m), "role": role})
     sur = d.get("surrogate", {})
     typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy task "
                f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model)")
@@ -179,3 +173,121 @@ def report(
     if path.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"--out: an HTML file name ends in .html, got {str(path)!r}")
     typer.echo(str(build_report(spec, study, path, storage=storage)))
+
+
+def _emit_rows(rows: list[dict], fmt: str) -> None:
+    from dse.cli import echo_table
+
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt == "csv":
+        typer.echo(_csv(rows).rstrip("\n"))
+    else:
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        echo_table([{c: r.get(c) for c in cols} for r in rows], cols, floatfmt="{:.4g}")
+
+
+def compare(
+    study_files: List[Path] = typer.Argument(..., metavar="STUDY.toml...",
+                                             help="Two or more study files (each with its own storage)."),
+    objectives: Optional[str] = typer.Option(
+        None, "--objectives", metavar="M1,M2[,...]",
+        help="Metrics to compare on (default: the objectives every study shares, in the first study's order)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                        help="Also draw the fronts overlaid, one colour per study."),
+) -> None:
+    """Fronts of several studies on the same objectives: hypervolume at one common reference point (per
+    objective the least demanding of the studies' own), and how many of each study's front points another's
+    front dominates."""
+    from dse.compare import compare as run_compare
+    from dse.study import hv_reference, load_points, open_study
+    from dse.views import label_of, natural_direction
+
+    _check_format(fmt)
+    if len(study_files) < 2:
+        raise UsageError("compare: give at least two study files")
+    specs = [_load(f) for f in study_files]
+    if objectives:
+        objs = [m.strip() for m in objectives.split(",") if m.strip()]
+    else:
+        objs = [m for m in specs[0].metrics if all(m in s.metrics for s in specs[1:])]
+    if len(objs) < 2:
+        raise UsageError("--objectives: the studies share fewer than two objectives; name two or more metrics "
+                         "with --objectives M1,M2")
+    directions = [natural_direction(m) for m in objs]
+    entries = []
+    for f, spec in zip(study_files, specs):
+        study = open_study(spec, None, create=False)
+        ref_all = dict(zip(spec.metrics, hv_reference(spec)))
+        ref = _reference_for(spec, objs, ref_all)
+        entries.append((spec.name, spec, load_points(study, spec), ref))
+    res = run_compare(entries, objs, directions)
+    if plot is not None:
+        from dse.figures import compare_figure
+
+        fronts = {n: {"values": f.values} for n, f in res["fronts"].items()}
+        path = compare_figure(fronts, objs, directions, [label_of(m, d) for m, d in zip(objs, directions)],
+                              res["reference"], plot)
+        typer.echo(f"figure: {path}", err=True)
+    if fmt == "json":
+        typer.echo(json.dumps({k: v for k, v in res.items() if k != "fronts"} | {
+            "fronts": {n: [{"trial": p.number, **dict(zip(objs, p.values))} for p in f.points]
+                       for n, f in res["fronts"].items()}}, indent=2))
+        return
+    if fmt == "table":
+        typer.echo("objectives: " + ", ".join(f"{label_of(m, d)}" for m, d in zip(objs, directions)))
+        typer.echo("common hypervolume reference: " + ", ".join(f"{m}={r:.4g}" for m, r in
+                                                               zip(objs, res["reference"])))
+    _emit_rows(res["studies"], fmt)
+
+
+def _reference_for(spec, objs: list[str], ref_all: dict) -> list[float]:
+    """A study's reference values for ``objs``: its own for its objectives, else the default of the metric
+    for that study (computed as for an objective)."""
+    from dataclasses import replace
+
+    from dse.study import hv_reference
+    from dse.studyfile import Objective
+
+    missing = [m for m in objs if m not in ref_all]
+    if missing:
+        extra = replace(spec, objectives=tuple(Objective(m, "minimize") for m in missing))
+        ref_all = {**ref_all, **dict(zip(missing, hv_reference(extra)))}
+    return [ref_all[m] for m in objs]
+
+
+def sweep(
+    config: Path = typer.Argument(..., metavar="CONFIG.toml",
+                                  help="A configuration (what `dse export` writes)."),
+    knob: List[str] = typer.Option(..., "--knob", "-k", metavar="SECTION.FIELD=V1,V2,...",
+                                   help="A knob and its values, e.g. hardware.rows=16,32,64,128 (once or twice)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                        help="Also draw every metric against the first knob (one line per "
+                                             "value of the second)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Vary one or two knobs around a configuration: every metric at every combination, as a table and
+    optionally a line plot."""
+    from dse.evaluate import load_configuration
+    from dse.sweep import parse_knob, sweep as run_sweep
+    from dse.views import label_of
+
+    _check_format(fmt)
+    knobs = [parse_knob(k) for k in knob]
+    cfg = load_configuration(config)
+
+    def progress(i, n, row):
+        if not quiet:
+            typer.echo(f"sweep {i}/{n}: " + ", ".join(f"{k}={row[k]}" for k in row if "." in k), err=True)
+
+    rows = run_sweep(cfg, knobs, base_dir=config.resolve().parent, progress=progress)
+    if plot is not None:
+        from dse.figures import sweep_figure
+
+        names = [k for k in rows[0] if "." in k]
+        metrics = [m for m in rows[0] if m not in names]
+        sweep_figure(rows, names, metrics, {m: label_of(m) for m in metrics}, plot)
+        typer.echo(f"figure: {plot}", err=True)
+    _emit_rows(rows, fmt)

@@ -20,9 +20,30 @@ from accel.vector import vector_cost
 from dse.errors import UsageError
 from dse.evaluate import Configuration, _ops, _key, _tech, evaluate_hardware
 
-__all__ = ["trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
+__all__ = ["unit_of", "natural_direction", "label_of", "trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
+
+
+def unit_of(metric: str) -> str:
+    """A metric's unit (empty for a name that is not a metric)."""
+    from dse.evaluate import METRICS
+
+    return METRICS.get(metric, "")
+
+
+def natural_direction(metric: str) -> str:
+    from dse.studyfile import DIRECTIONS
+
+    if metric not in DIRECTIONS:
+        raise UsageError(f"unknown metric {metric!r}; allowed: {', '.join(DIRECTIONS)}")
+    return DIRECTIONS[metric]
+
+
+def label_of(metric: str, direction: str | None = None) -> str:
+    """``metric [unit]`` and, with a direction, which way is better."""
+    arrow = {"maximize": " (higher is better)", "minimize": " (lower is better)"}.get(direction or "", "")
+    return f"{metric} [{unit_of(metric)}]{arrow}"
 
 
 def layer_table(cfg: Configuration, model: str) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,86 @@ def test_help_keeps_placeholders_and_shows_flags_without_a_type(run):
     assert "<bool>" not in r.stdout
     r = run("export", "--help")
     assert "<bool>" not in r.stdout and "--pareto" in r.stdout
+
+
+@pytest.fixture(scope="module")
+def second_study(ran_study, tmp_path_factory) -> Path:
+    """The same study under another name and sampler seed (the surrogate is cached: hardware costs only)."""
+    from dse.study import run as run_study
+    from dse.studyfile import load_study
+
+    p = tmp_path_factory.mktemp("second") / "other.toml"
+    p.write_text(ran_study.read_text().replace('name = "tiny"', 'name = "other"').replace("seed = 3", "seed = 11"))
+    old = os.environ.get("DSE_CACHE_DIR")
+    os.environ["DSE_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "dse-cache")
+    try:
+        run_study(load_study(p))
+    finally:
+        os.environ.pop("DSE_CACHE_DIR") if old is None else os.environ.__setitem__("DSE_CACHE_DIR", old)
+    return p
+
+
+def _dominates(a, b, directions):
+    s = [(-1 if d == "maximize" else 1) for d in directions]
+    a, b = [x * k for x, k in zip(a, s)], [x * k for x, k in zip(b, s)]
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def test_compare_counts_dominance_and_hypervolume_at_a_common_reference(run, small, second_study, tmp_path):
+    r = run("compare", small, second_study, "--format", "json", "--plot", tmp_path / "cmp.png")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    objs, dirs = d["objectives"], d["directions"]
+    assert objs == ["accuracy_drop", "speedup", "area_mm2"] and dirs == ["minimize", "maximize", "minimize"]
+    fronts = {n: [[p[m] for m in objs] for p in pts] for n, pts in d["fronts"].items()}
+    # the fronts are those `dse pareto` prints
+    for name, f in (("tiny", small), ("other", second_study)):
+        assert sorted(p["trial"] for p in d["fronts"][name]) == sorted(p["trial"] for p in _front(run, f))
+    rows = {row["study"]: row for row in d["studies"]}
+    for a, b in (("tiny", "other"), ("other", "tiny")):
+        want = sum(any(_dominates(q, p, dirs) for q in fronts[b]) for p in fronts[a])
+        assert rows[a][f"dominated_by_{b}"] == want
+    from dse.pareto import Point, hypervolume
+
+    for name, f in fronts.items():
+        pts = [Point(i, tuple(v), {}, {}, True, {}) for i, v in enumerate(f)]
+        assert rows[name]["hypervolume"] == pytest.approx(hypervolume(pts, dirs, d["reference"]))
+    assert (tmp_path / "cmp.png").stat().st_size > 10_000
+    r = run("compare", small, small, "--format", "json")
+    assert r.returncode == 2 and "share a name" in r.stderr
+
+
+def test_compare_on_chosen_objectives_csv(run, small, second_study):
+    r = run("compare", small, second_study, "--objectives", "speedup,energy_j", "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [row["study"] for row in rows] == ["tiny", "other"]
+    assert all(int(row["front"]) >= 1 and float(row["hypervolume"]) > 0 for row in rows)
+    r = run("compare", small, second_study, "--objectives", "speedup,nope")
+    assert r.returncode == 2 and "nope" in r.stderr
+
+
+def test_sweep_varies_knobs_and_matches_evaluate(run, small, tmp_path):
+    from dataclasses import replace
+
+    from dse.evaluate import evaluate, load_configuration
+
+    cfg_file = tmp_path / "knee.toml"
+    assert run("export", small, "--knee", "--out", cfg_file).returncode == 0
+    r = run("sweep", cfg_file, "--knob", "hardware.rows=8,32", "--knob", "hardware.bandwidth_gbps=6.4,25.6",
+            "--format", "csv", "--plot", tmp_path / "sweep.png", "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [(int(x["hardware.rows"]), float(x["hardware.bandwidth_gbps"])) for x in rows] == \
+        [(8, 6.4), (8, 25.6), (32, 6.4), (32, 25.6)]
+    base = load_configuration(cfg_file)
+    for x in rows:
+        hw = replace(base.hardware, rows=int(x["hardware.rows"]), bandwidth_gbps=float(x["hardware.bandwidth_gbps"]))
+        m = evaluate(replace(base, hardware=hw))["metrics"]
+        for k in ("speedup", "energy_j", "area_mm2", "accuracy_drop"):
+            assert float(x[k]) == pytest.approx(m[k], rel=1e-12)
+    assert float(rows[3]["speedup"]) > float(rows[0]["speedup"])  # a larger, better-fed array is faster
+    assert (tmp_path / "sweep.png").stat().st_size > 10_000
+    for bad, word in (("hardware.rowz=8,16", "rowz"), ("rows=8", "SECTION.FIELD"), ("hardware.rows=0,8", "rows")):
+        r = run("sweep", cfg_file, "--knob", bad)
+        assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
