@@ -183,19 +183,41 @@ FORMAT_CHOICES = ("table", "csv", "json")
 
 def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+           columns: Optional[str] = typer.Option(None, "--columns", "-c", metavar="C1,C2,...",
+                                                 help="Only these columns (metrics, knobs; trial always)."),
+           sort: Optional[str] = typer.Option(None, "--sort", metavar="METRIC",
+                                              help="Best first in METRIC (its natural direction; default: the "
+                                                   "first objective)."),
+           limit: Optional[int] = typer.Option(None, "--limit", "-n", metavar="N", help="At most N rows."),
+           where: Optional[List[str]] = typer.Option(None, "--where", metavar="'NAME<=X'",
+                                                     help="Keep rows meeting a condition on a metric or numeric "
+                                                          "knob (repeatable)."),
            ) -> None:
-    """The feasible Pareto-optimal trials with every metric and knob, best first in the first objective."""
+    """The feasible Pareto-optimal trials with every metric and knob, best first in the first objective.
+
+    Table headers carry units; gp_fraction (the surrogate's measured GP fraction) and training.gp_fraction
+    (the requested one) are named apart; accuracy figures are the training surrogate's on its proxy task,
+    with their seed spread when the study uses more than one seed. CSV and JSON keep the plain names.
+    """
     if fmt not in FORMAT_CHOICES:
         raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit: must be an integer >= 1, got {limit}")
     spec = _load(study_file)
-    from dse.pareto import front
-    from dse.study import load_points, open_study
+    from dse.study import open_study
+    from dse.views import pareto_rows, proxy_note, table_headers
 
     study = open_study(spec, storage, create=False)
-    f = front(load_points(study, spec), spec.directions)
-    sign = -1 if spec.directions[0] == "maximize" else 1
-    f.sort(key=lambda p: (sign * p.values[0], p.number))
-    _emit(_front_rows(spec, f), fmt)
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    rows = pareto_rows(spec, study, columns=cols, sort=sort, limit=limit, where=where or [])
+    if fmt != "table":
+        _emit(rows, fmt)
+        return
+    if rows:
+        head = table_headers(spec, list(rows[0]))
+        rows = [{head[k]: v for k, v in r.items()} for r in rows]
+    _emit(rows, fmt)
+    typer.echo(proxy_note(spec), err=True)
 
 
 def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,

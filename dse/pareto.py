@@ -89,7 +89,7 @@ def knee(points: list[Point], directions: list[str]) -> Point:
 
 
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq}
-_WHERE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|==|<|>)\s*([-+0-9.eE]+)\s*$")
+_WHERE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
 def parse_where(text: str, metrics: dict) -> tuple[str, str, float]:

@@ -177,3 +177,80 @@ def status_summary(spec, storage: str | None = None, study=None) -> dict:
         "constraints": [str(c) for c in spec.constraints],
         "failures": reasons,
     }
+
+
+#: surrogate figures with a seed spread stored beside them (``<name>_std``, sample std over the seeds)
+SPREAD = ("accuracy", "accuracy_drop", "predictor_gain")
+
+
+def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | None = None,
+                limit: int | None = None, where: list[str] = ()) -> list[dict]:
+    """The feasible front as rows (machine names: metrics plain, knobs ``section.field``), filtered by
+    ``where`` ('NAME OP NUMBER' on a metric or numeric knob), sorted best first by ``sort`` (a metric, its
+    natural direction; default the first objective), cut to ``limit`` rows, restricted to ``columns``.
+
+    With more than one surrogate seed per setting, ``<metric>_std`` columns (sample std over the seeds)
+    follow the accuracy figures.
+    """
+    from dse.pareto import _OPS, front, parse_where
+    from dse.study import load_points
+
+    pts = front(load_points(study, spec), spec.directions)
+    rows = front_rows(spec, pts)
+    if spec.seeds > 1:
+        surrogate = {t.number: t.user_attrs.get("surrogate", {}) for t in study.get_trials(deepcopy=False)}
+        for r in rows:
+            s = surrogate.get(r["trial"], {})
+            out = {}
+            for k, v in r.items():
+                out[k] = v
+                if k in SPREAD and f"{k}_std" in s:
+                    out[f"{k}_std"] = s[f"{k}_std"]
+            r.clear()
+            r.update(out)
+    names = list(dict.fromkeys(k for r in rows for k in r)) or ["trial", *metric_order(spec)]
+    numeric = {k for k in names if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
+                                       for r in rows)}
+    conds = [parse_where(w, dict.fromkeys(sorted(numeric | set(metric_order(spec))))) for w in where]
+    rows = [r for r in rows if all(r.get(m) is not None and _OPS[op](r[m], v) for m, op, v in conds)]
+    key = sort or spec.metrics[0]
+    if key not in metric_order(spec):
+        raise UsageError(f"--sort: {key!r} is not a metric; allowed: {', '.join(metric_order(spec))}")
+    sign = -1 if natural_direction(key) == "maximize" else 1
+    rows.sort(key=lambda r: (r.get(key) is None, sign * (r.get(key) or 0.0), r["trial"]))
+    if limit is not None:
+        rows = rows[:limit]
+    if columns:
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise UsageError(f"--columns: unknown column {unknown[0]!r}; allowed: {', '.join(names)}")
+        cols = ["trial"] + [c for c in columns if c != "trial"]
+        rows = [{c: r.get(c) for c in cols} for r in rows]
+    return rows
+
+
+def table_headers(spec, columns: list[str]) -> dict[str, str]:
+    """Headers for a printed front: metrics with their unit; the surrogate's measured GP fraction and the
+    requested (sampled) one named apart; a seed spread as ``±``."""
+    out = {}
+    for c in columns:
+        if c.endswith("_std") and c[:-4] in SPREAD:
+            out[c] = f"±{c[:-4]}"
+        elif c == "gp_fraction":
+            out[c] = "gp_fraction(measured) [0-1]"
+        elif c == "training.gp_fraction":
+            out[c] = "training.gp_fraction(requested)"
+        elif unit_of(c):
+            out[c] = f"{c} [{unit_of(c)}]"
+        else:
+            out[c] = c
+    return out
+
+
+def proxy_note(spec) -> str:
+    """One line saying whose accuracy the accuracy figures are, and over how many seeds."""
+    t = spec.base.training
+    spread = (f"mean of {spec.seeds} seeds, ± the sample std over them" if spec.seeds > 1 else
+              "one seed: no spread shown (seeds > 1 in [study] gives one)")
+    return (f"accuracy figures: the training surrogate's on its proxy task {t.task} ({t.network}), not the "
+            f"workload's models; {spread}. knobs (section.field) are the values the search requested.")

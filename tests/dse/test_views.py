@@ -211,3 +211,47 @@ def test_sweep_varies_knobs_and_matches_evaluate(run, small, tmp_path):
     for bad, word in (("hardware.rowz=8,16", "rowz"), ("rows=8", "SECTION.FIELD"), ("hardware.rows=0,8", "rows")):
         r = run("sweep", cfg_file, "--knob", bad)
         assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_pareto_columns_sort_limit_where(run, small):
+    full = _front(run, small)
+    r = run("pareto", small, "--columns", "speedup,area_mm2,hardware.rows", "--sort", "speedup", "--limit", "2",
+            "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert list(rows[0]) == ["trial", "speedup", "area_mm2", "hardware.rows"]
+    want = sorted(full, key=lambda p: (-p["speedup"], p["trial"]))[:2]
+    assert [int(x["trial"]) for x in rows] == [p["trial"] for p in want]
+    r = run("pareto", small, "--where", "hardware.rows>=16", "--where", "area_mm2<=3.5", "--format", "json")
+    got = json.loads(r.stdout)
+    assert {p["trial"] for p in got} == {p["trial"] for p in full if p["hardware.rows"] >= 16
+                                         and p["area_mm2"] <= 3.5}
+    for bad, word in (("--sort=nope", "--sort"), ("--columns=nope", "--columns"), ("--where=x>", "--where"),
+                      ("--limit=0", "--limit")):
+        r = run("pareto", small, bad)
+        assert r.returncode == 2 and word in r.stderr, r.stderr
+
+
+def test_pareto_table_names_units_measured_and_requested_and_the_proxy(run, small):
+    r = run("pareto", small, "--limit", "1")
+    header = r.stdout.splitlines()[0]
+    assert "speedup [x]" in header and "area_mm2 [mm^2]" in header and "gp_fraction(measured) [0-1]" in header
+    assert "proxy task digits" in r.stderr and "requested" in r.stderr
+    assert len(r.stdout.strip().splitlines()) == 3  # header, rule, one row
+
+
+def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path):
+    """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its sample std."""
+    from dse.study import run as run_study
+    from dse.studyfile import load_study
+
+    p = tmp_path / "two.toml"
+    p.write_text(small.read_text().replace("seeds = 1", "seeds = 2").replace("trials = 12", "trials = 3")
+                 .replace('name = "tiny"', 'name = "two"'))
+    run_study(load_study(p))
+    rows = json.loads(run("pareto", p, "--format", "json").stdout)
+    keys = list(rows[0])
+    i = keys.index("accuracy_drop")
+    assert keys[i + 1] == "accuracy_drop_std" and all(r["accuracy_drop_std"] >= 0 for r in rows)
+    r = run("pareto", p)
+    assert "±accuracy_drop" in r.stdout.splitlines()[0] and "mean of 2 seeds" in r.stderr
