@@ -154,3 +154,207 @@ def sweep_figure(rows: list[dict], knobs: list[str], metrics: list[str], labels:
     fig.savefig(out, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+# -- figures of one study (called by dse.plots.make_plots) ----------------------------------------------
+def reference_metrics(spec) -> dict[str, float]:
+    """The reference accelerator running plain BP, in the study's metrics (what every speed-up is against):
+    speed-ups 1, no accuracy drop, GP fraction 0, its energy, area and power."""
+    from dataclasses import replace
+
+    from dse.evaluate import evaluate_hardware
+
+    cfg = replace(spec.base, hardware=spec.base.reference,
+                  training=spec.base.training.replace(scheme="bp"))
+    s = evaluate_hardware(cfg, 0.0)["summary"]
+    return {"speedup": 1.0, "speedup_same_hw": 1.0, "accuracy_drop": 0.0, "gp_fraction": 0.0,
+            "energy_saving": 0.0, "energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
+
+
+def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
+    """Per pair of objectives: every complete trial (grey; infeasible as x), the 2-D non-dominated set of
+    the feasible ones as a staircase, the trials on the full front ringed, the reference accelerator
+    (plain BP) as a star, and constraint limits as dashed lines with the infeasible side shaded."""
+    import matplotlib.pyplot as plt
+
+    m, d = spec.metrics, spec.directions
+    pairs = list(itertools.combinations(range(len(m)), 2))
+    cols = min(len(pairs), 3)
+    rows = -(-len(pairs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.3 * rows), squeeze=False)
+    v = np.array([p.values for p in pts], dtype=float).reshape(len(pts), len(m))
+    feas = np.array([p.feasible for p in pts], dtype=bool)
+    fr = np.array([p.number in on_front for p in pts], dtype=bool)
+    ref = reference_metrics(spec)
+    for ax, (i, j) in zip(axes.flat, pairs):
+        ax.scatter(v[feas & ~fr, i], v[feas & ~fr, j], s=14, color="#9e9e9e", alpha=0.55, label="feasible trial")
+        ax.scatter(v[~feas, i], v[~feas, j], s=18, marker="x", color="#b0b0b0", alpha=0.7,
+                   label="violates a constraint")
+        ax.scatter(v[fr, i], v[fr, j], s=34, facecolors="none", edgecolors=colour, lw=1.0,
+                   label=f"on the {len(m)}-objective front")
+        idx = np.flatnonzero(feas)
+        nd = idx[nondominated_2d(v[idx, i], v[idx, j], d[i], d[j])]
+        staircase(ax, v[nd, i], v[nd, j], d[i], d[j], color=colour, lw=1.4, label="2-D front of this pair")
+        ax.scatter(v[nd, i], v[nd, j], s=20, color=colour, zorder=4)
+        if m[i] in ref and m[j] in ref:
+            ax.scatter([ref[m[i]]], [ref[m[j]]], marker="*", s=160, color="black", zorder=5,
+                       label="reference accelerator, plain BP")
+        for axis, k in (("x", i), ("y", j)):
+            for c in spec.constraints:
+                if c.metric != m[k]:
+                    continue
+                for lim, bad_above in ((c.max, True), (c.min, False)):
+                    if lim is None:
+                        continue
+                    line = ax.axvline if axis == "x" else ax.axhline
+                    line(lim, color="#d55e00", ls="--", lw=1.0, label=f"constraint {c}")
+                    lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+                    span = (lim, max(hi, lim)) if bad_above else (min(lo, lim), lim)
+                    (ax.axvspan if axis == "x" else ax.axhspan)(*span, color="#d55e00", alpha=0.06)
+        ax.set_xlabel(label(m[i], d[i]), fontsize=9)
+        ax.set_ylabel(label(m[j], d[j]), fontsize=9)
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.set_visible(False)
+    handles, names = {}, []
+    for ax in axes.flat:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in handles:
+                handles[n] = h
+                names.append(n)
+    fig.legend([handles[n] for n in names], names, loc="lower center", ncol=min(len(names), 4), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(f"{spec.name}: {len(pts)} complete trials, {int(fr.sum())} on the {len(m)}-objective front",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def parallel_front(spec, front_pts, label, colour_by: int = 0):
+    """The full front in parallel coordinates: one line per Pareto-optimal trial over every objective and
+    every numeric searched knob, each axis scaled to its range on the front (its ends labelled)."""
+    import matplotlib.pyplot as plt
+
+    knobs = [n for n, _ in spec.space.searched()
+             if all(isinstance(p.params.get(n), (int, float)) and not isinstance(p.params.get(n), bool)
+                    for p in front_pts)]
+    cols = spec.metrics + knobs
+    x = np.array([[p.metrics[c] if c in spec.metrics else p.params[c] for c in cols] for p in front_pts],
+                 dtype=float).reshape(len(front_pts), len(cols))
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    z = (x - lo) / span
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.25 * len(cols)), 4.4))
+    import matplotlib as mpl
+
+    key = x[:, colour_by]
+    norm = mpl.colors.Normalize(key.min(), key.max() if key.max() > key.min() else key.min() + 1)
+    cmap = mpl.colormaps["viridis"]
+    for r, k in zip(z, key):
+        ax.plot(range(len(cols)), r, color=cmap(norm(k)), alpha=0.6, lw=1.0)
+    for i in range(len(cols)):
+        ax.axvline(i, color="#555", lw=0.6)
+        ax.text(i, -0.06, f"{lo[i]:.3g}", ha="center", va="top", fontsize=7)
+        ax.text(i, 1.04, f"{hi[i]:.3g}", ha="center", va="bottom", fontsize=7)
+    names = [label(c, spec.directions[spec.metrics.index(c)]) if c in spec.metrics else c for c in cols]
+    ax.set_xticks(range(len(cols)), [n.replace(" (", "\n(") for n in names], fontsize=7, rotation=0)
+    ax.tick_params(axis="x", pad=14)
+    ax.set_yticks([])
+    ax.set_ylim(-0.12, 1.12)
+    sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=ax, pad=0.01).set_label(label(spec.metrics[colour_by]), fontsize=8)
+    ax.set_title(f"{spec.name}: the {len(front_pts)} Pareto-optimal trials, every objective and numeric knob "
+                 "(each axis from its front minimum to maximum)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
+    """Stacked bars of a training job's energy by component for chosen configurations (and the reference
+    accelerator running plain BP), summed over the workload's models."""
+    import matplotlib.pyplot as plt
+    from dataclasses import replace
+
+    from accel.schedule import ENERGY_KEYS
+    from dse.evaluate import Configuration, evaluate_hardware
+
+    bars = []
+    cfg0 = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(scheme="bp"))
+    r0 = evaluate_hardware(cfg0, 0.0)["models"]
+    bars.append(("reference, plain BP", {k: sum(r[f"energy_j_{k}"] for r in r0) for k in ENERGY_KEYS}))
+    for name, (config, gpf) in chosen:
+        rows = evaluate_hardware(Configuration.from_dict(config), gpf)["models"]
+        bars.append((name, {k: sum(r[f"energy_j_{k}"] for r in rows) for k in ENERGY_KEYS}))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(bars) + 2.5), 4.2))
+    col = colours(list(ENERGY_KEYS))
+    bottom = np.zeros(len(bars))
+    for k in ENERGY_KEYS:
+        vals = np.array([b[1][k] for b in bars])
+        ax.bar(range(len(bars)), vals, bottom=bottom, color=col[k], label=k, width=0.65)
+        bottom += vals
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8, rotation=20, ha="right")
+    ax.set_ylabel("training-job energy [J]")
+    ax.legend(title="component", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"{spec.name}: energy by component (summed over {len(spec.base.workload.models)} model(s))",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def first_order_importance(x: dict[str, np.ndarray], y: np.ndarray) -> dict[str, float]:
+    """Per knob, the share of ``y``'s variance its value alone explains: Var(E[y | knob]) / Var(y)
+    (first-order main effect over the points given; 0 for a constant y)."""
+    tot = float(np.var(y))
+    out = {}
+    for k, col in x.items():
+        if tot <= 0:
+            out[k] = 0.0
+            continue
+        keys, inv = np.unique(col.astype(str), return_inverse=True)
+        means = np.bincount(inv, weights=y) / np.bincount(inv)
+        w = np.bincount(inv) / len(y)
+        out[k] = float(np.sum(w * (means - y.mean()) ** 2) / tot)
+    return out
+
+
+def hybrid_points(spec, study, *, max_settings: int = 24, seed: int = 0):
+    """The hardware points a hybrid study costed, rebuilt: for up to ``max_settings`` of its trained
+    settings, every hardware candidate (the grid, or ``inner_points`` samples) costed with the vectorized
+    model. Returns (knob columns, metric columns, number of settings, number of points)."""
+    from accel import HardwareArray
+    from dse.evaluate import hardware_metrics
+    from dse.hybrid import hardware_candidates
+
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and t.values]
+    settings: dict[tuple, object] = {}
+    for t in trials:
+        tp = tuple(sorted((k, v) for k, v in t.params.items() if not k.startswith("hardware.")))
+        settings.setdefault(tp, t)
+    picked = list(settings.items())
+    if len(picked) > max_settings:
+        rng = np.random.default_rng(seed)
+        picked = [picked[i] for i in sorted(rng.choice(len(picked), max_settings, replace=False))]
+    cands = hardware_candidates(spec, max_points=spec.inner_points, seed=seed)
+    xs: dict[str, list] = {}
+    ys: dict[str, list] = {m: [] for m in spec.metrics}
+    n = 0
+    hws, keep = [], []
+    for c in cands:  # the hardware does not depend on the training knobs: built once
+        try:
+            hws.append(spec.configuration({**dict(picked[0][0]), **c}).hardware if picked else None)
+            keep.append(c)
+        except (ValueError, TypeError):
+            continue
+    for tp, t in picked if hws else []:
+        metrics = t.user_attrs.get("metrics", {})
+        cfg = spec.configuration({**dict(tp), **keep[0]})
+        hm = hardware_metrics(cfg, HardwareArray.from_list(hws), float(metrics.get("gp_fraction", 0.0)))
+        for m in spec.metrics:
+            ys[m].append(hm[m] if m in hm else np.full(len(hws), float(metrics.get(m, np.nan))))
+        for k, v in dict(tp).items():
+            xs.setdefault(k, []).append(np.array([v] * len(hws), dtype=object))
+        for k in keep[0]:
+            xs.setdefault(k, []).append(np.array([c[k] for c in keep], dtype=object))
+        n += len(hws)
+    X = {k: np.concatenate(v) for k, v in xs.items()}
+    Y = {m: np.concatenate(v).astype(float) for m, v in ys.items() if v}
+    return X, Y, len(picked), n

@@ -1,10 +1,12 @@
-"""Figures of a study (seaborn, PNG and SVG): objective projections, hypervolume history, importances."""
+"""Figures of a study (seaborn, PNG and SVG): each pair of objectives with its 2-D front, the reference
+accelerator and the constraint limits; the front in parallel coordinates; energy by component for chosen
+points; hypervolume history; parameter importance per objective (honest for hybrid studies)."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pandas as pd
 
@@ -44,35 +46,20 @@ def make_plots(study: optuna.Study, spec: StudySpec, folder: Path) -> list[Path]
     f = front(pts, spec.directions)
     on_front = {p.number for p in f}
     files: list[Path] = []
-    df = pd.DataFrame([{**{m: v for m, v in zip(spec.metrics, p.values)}, "trial": p.number,
-                        "status": ("Pareto-optimal" if p.number in on_front else
-                                   "feasible" if p.feasible else "infeasible")} for p in pts])
-    pairs = list(itertools.combinations(range(len(spec.metrics)), 2))
-    if len(df):
-        n = len(pairs)
-        cols = min(n, 3)
-        rows = -(-n // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
-        palette = {"Pareto-optimal": "#d62728", "feasible": "#7f7f7f", "infeasible": "#1f77b4"}
-        markers = {"Pareto-optimal": "o", "feasible": "o", "infeasible": "X"}
-        for ax, (i, j) in zip(axes.flat, pairs):
-            mi, mj = spec.metrics[i], spec.metrics[j]
-            sns.scatterplot(data=df, x=mi, y=mj, hue="status", style="status", palette=palette, markers=markers,
-                            hue_order=list(palette), style_order=list(palette), s=36, alpha=0.8, ax=ax)
-            if len(spec.metrics) == 2:  # a 2-objective front is a staircase; projections of more are not
-                fr = df[df.status == "Pareto-optimal"].sort_values(mi)
-                ax.plot(fr[mi], fr[mj], color="#d62728", lw=0.8, alpha=0.5, drawstyle="steps-post")
-            ax.set_xlabel(_label(mi, spec.directions[i]))
-            ax.set_ylabel(_label(mj, spec.directions[j]))
-            ax.legend(fontsize=8, loc="best")
-        for ax in list(axes.flat)[n:]:
-            ax.set_visible(False)
-        fig.suptitle(f"{spec.name}: {len(pts)} complete trials, {len(f)} Pareto-optimal (red: the front of all "
-                     f"{len(spec.metrics)} objectives, projected pairwise; blue x: violates a constraint)",
-                     fontsize=11)
-        fig.tight_layout()
+    if pts:
+        from dse import figures
+
+        fig = figures.objective_pairs(spec, pts, on_front, _label)
         files += _save(fig, folder, "objectives")
         plt.close(fig)
+        if len(f) >= 2:
+            fig = figures.parallel_front(spec, f, _label)
+            files += _save(fig, folder, "front-parallel")
+            plt.close(fig)
+        if f:
+            fig = figures.energy_breakdown(spec, _chosen_points(spec, f))
+            files += _save(fig, folder, "energy")
+            plt.close(fig)
 
     # hypervolume history over finished trials
     ref = hv_reference(spec)
@@ -95,26 +82,73 @@ def make_plots(study: optuna.Study, spec: StudySpec, folder: Path) -> list[Path]
         files += _save(fig, folder, "hypervolume")
         plt.close(fig)
 
-    # parameter importance per objective (fANOVA on complete trials)
+    # parameter importance per objective
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values is not None]
     searched = [n for n, _ in spec.space.searched()]
     if len(complete) >= 4 and searched:
-        rows = []
-        for i, m in enumerate(spec.metrics):
-            try:
-                imp = optuna.importance.get_param_importances(
-                    study, target=lambda t, i=i: t.values[i], evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0))
-            except (RuntimeError, ValueError, ZeroDivisionError):
-                continue
-            rows += [{"objective": m, "knob": k, "importance": v} for k, v in imp.items()]
-        if rows:
-            d = pd.DataFrame(rows)
-            fig, ax = plt.subplots(figsize=(7.0, 0.22 * len(set(d.knob)) * len(spec.metrics) + 1.5))
-            sns.barplot(data=d, y="knob", x="importance", hue="objective", ax=ax, orient="h")
-            ax.set_xlabel("importance (fANOVA share of the objective's variance, 0-1)")
-            ax.set_ylabel("knob")
-            ax.set_title(f"{spec.name}: which knobs drive each objective", fontsize=10)
-            fig.tight_layout()
+        fig = _importance(study, spec, complete, plt, sns)
+        if fig is not None:
             files += _save(fig, folder, "importance")
             plt.close(fig)
     return files
+
+
+def _chosen_points(spec: StudySpec, f) -> list:
+    """The front's knee and its best point in each objective (each once), with their configurations."""
+    from dse.pareto import knee
+
+    picks = [("knee", knee(f, spec.directions))]
+    for i, (m, d) in enumerate(zip(spec.metrics, spec.directions)):
+        sign = -1 if d == "maximize" else 1
+        p = min(f, key=lambda p: (sign * p.values[i], p.number))
+        picks.append((f"best {m}", p))
+    out, seen = [], set()
+    for name, p in picks:
+        if p.number in seen:
+            continue
+        seen.add(p.number)
+        out.append((f"trial {p.number}\n({name})", (p.config, float(p.metrics.get("gp_fraction", 0.0)))))
+    return out
+
+
+def _importance(study, spec: StudySpec, complete, plt, sns):
+    """Importance per objective. Joint studies: fANOVA over the complete trials. Hybrid studies: the stored
+    trials are each setting's feasible sub-front only (a knob whose best value costs nothing, such as DRAM
+    bandwidth, sits at that value in every one of them), so the importance is computed over the hardware
+    points the hybrid costed, rebuilt with the vectorized model: each knob's first-order share of variance."""
+    rows = []
+    if spec.strategy == "hybrid":
+        from dse.figures import first_order_importance, hybrid_points
+
+        X, Y, n_set, n_pts = hybrid_points(spec, study)
+        if not n_pts:
+            return None
+        for m, y in Y.items():
+            ok = np.isfinite(y)
+            imp = first_order_importance({k: v[ok] for k, v in X.items()}, y[ok])
+            rows += [{"objective": m, "knob": k, "importance": v} for k, v in imp.items()]
+        xlabel = "first-order share of the objective's variance (0-1)"
+        title = (f"{spec.name} (hybrid): which knobs drive each objective, over the {n_pts:,} hardware points "
+                 f"costed for {n_set} trained settings (not only the {len(complete)} entered trials)")
+    else:
+        for i, m in enumerate(spec.metrics):
+            try:
+                imp = optuna.importance.get_param_importances(
+                    study, target=lambda t, i=i: t.values[i],
+                    evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0))
+            except (RuntimeError, ValueError, ZeroDivisionError):
+                continue
+            rows += [{"objective": m, "knob": k, "importance": v} for k, v in imp.items()]
+        xlabel = "importance (fANOVA share of the objective's variance, 0-1)"
+        title = f"{spec.name}: which knobs drive each objective (fANOVA over {len(complete)} complete trials)"
+    if not rows:
+        return None
+    d = pd.DataFrame(rows)
+    fig, ax = plt.subplots(figsize=(7.0, 0.22 * len(set(d.knob)) * len(spec.metrics) + 1.5))
+    sns.barplot(data=d, y="knob", x="importance", hue="objective", ax=ax, orient="h")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("knob")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
