@@ -90,12 +90,10 @@ def _img(path: Path, alt: str) -> str:
 
 def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``."""
-    from dse.evaluate import METRICS
     from dse.pareto import front
     from dse.plots import make_plots
     from dse.study import hv_reference, load_points
-    from dse.studyfile import DEFAULT_HV_REFERENCE
-    from dse.views import front_rows, status_summary
+    from dse.views import front_rows, hv_source, metric_names, status_summary, unit_of
 
     pts = load_points(study, spec)
     f = front(pts, spec.directions)
@@ -124,11 +122,8 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     ref = hv_reference(spec)
     rows = []
     for o, r in zip(spec.objectives, ref):
-        src = ("the study file's [hypervolume]" if o.metric in spec.hv_reference else
-               "default" if o.metric in DEFAULT_HV_REFERENCE else
-               "twice the reference accelerator's plain-BP figure")
-        rows.append({"objective": o.metric, "direction": o.direction, "unit": METRICS.get(o.metric, ""),
-                     "reference point": r, "where the reference comes from": src})
+        rows.append({"objective": o.metric, "direction": o.direction, "unit": unit_of(o.metric),
+                     "reference point": r, "where the reference comes from": hv_source(spec, o.metric)})
     parts.append(_table(rows))
     parts.append(f'<p class="note">Hypervolume of the feasible front against this point: '
                  f"{status['hypervolume']:.6g} (product of the objectives' units); constraints: "
@@ -144,7 +139,7 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
 
     parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
     rows = front_rows(spec, f)
-    headers = {m: f"{m} [{METRICS[m]}]" for m in METRICS}
+    headers = {m: f"{m} [{unit_of(m)}]" for m in metric_names()}
     parts.append(_table(rows, headers=headers))
 
     parts.append("<h2>Failed and pruned trials</h2>")

@@ -20,7 +20,7 @@ from accel.vector import vector_cost
 from dse.errors import UsageError
 from dse.evaluate import Configuration, _ops, _key, _tech, evaluate_hardware
 
-__all__ = ["unit_of", "natural_direction", "label_of", "trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
+__all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
 
@@ -38,6 +38,24 @@ def natural_direction(metric: str) -> str:
     if metric not in DIRECTIONS:
         raise UsageError(f"unknown metric {metric!r}; allowed: {', '.join(DIRECTIONS)}")
     return DIRECTIONS[metric]
+
+
+def metric_names() -> list[str]:
+    """Every metric a study records, in table order."""
+    from dse.evaluate import METRICS
+
+    return list(METRICS)
+
+
+def hv_source(spec, metric: str) -> str:
+    """Where a study's hypervolume reference value for ``metric`` comes from."""
+    from dse.studyfile import DEFAULT_HV_REFERENCE
+
+    if metric in spec.hv_reference:
+        return "the study file's [hypervolume]"
+    if metric in DEFAULT_HV_REFERENCE:
+        return "the metric's default"
+    return "twice the reference accelerator's plain-BP figure"
 
 
 def label_of(metric: str, direction: str | None = None) -> str:
@@ -131,10 +149,8 @@ def trial_detail(study, spec, number: int, *, model: str | None = None, layers: 
 
 def metric_order(spec) -> list[str]:
     """The study's objectives first, then every other metric."""
-    from dse.evaluate import METRICS
-
     first = spec.metrics
-    return first + [m for m in METRICS if m not in first]
+    return first + [m for m in metric_names() if m not in first]
 
 
 def front_rows(spec, pts) -> list[dict]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -43,18 +41,19 @@ def test_study_plots_are_all_written(cli, ran_study, tmp_path):
         assert (tmp_path / f"{stem}.png").stat().st_size > 10_000, stem
 
 
-def test_hybrid_importance_uses_every_costed_hardware_point(ran_study, tmp_path):
+def test_hybrid_importance_uses_every_costed_hardware_point(cli, ran_study, tmp_path):
     """The rebuilt points of a hybrid study hold, for each trained setting, the whole hardware grid, with
     the metrics the stored trials recorded for the points they entered."""
     from dse.figures import hybrid_points
-    from dse.hybrid import hardware_candidates, run_hybrid
+    from dse.hybrid import hardware_candidates
     from dse.study import open_study
     from dse.studyfile import load_study
 
     p = tmp_path / "hyb.toml"
-    p.write_text(ran_study.read_text().replace('name = "tiny"', 'name = "hyb"'))
-    spec = replace(load_study(p), strategy="hybrid", front_size=3, trials=6)
-    run_hybrid(spec)
+    p.write_text(ran_study.read_text().replace('name = "tiny"', 'name = "hyb"\nstrategy = "hybrid"\nfront_size = 3')
+                 .replace("trials = 12", "trials = 6"))
+    assert cli("run", p, "--quiet").returncode == 0
+    spec = load_study(p)
     study = open_study(spec, create=False)
     X, Y, n_set, n_pts = hybrid_points(spec, study)
     grid = len(hardware_candidates(spec, max_points=spec.inner_points, seed=0))
