@@ -143,7 +143,11 @@ def main() -> None:
         dense.append(pd.DataFrame({"surrogate runs": grid, "hypervolume": hv, "method": method, "seed": seed}))
     d = pd.concat(dense).dropna()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    sns.lineplot(data=d, x="surrogate runs", y="hypervolume", hue="method", errorbar=("pi", 100), ax=ax)
+    from dse.figures import method_colours  # one colour per method in every figure
+
+    pal = method_colours(d.method.unique())
+    sns.lineplot(data=d, x="surrogate runs", y="hypervolume", hue="method", errorbar=("pi", 100), ax=ax,
+                 palette=pal, hue_order=sorted(pal, key=str))
     ax.set_xscale("log")
     ax.set_xlabel("surrogate runs (distinct training settings trained)")
     ax.set_ylabel("hypervolume of the feasible front")

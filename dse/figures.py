@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["colours", "nondominated_2d", "staircase", "compare_figure", "sweep_figure"]
+__all__ = ["colours", "method_colours", "METHODS", "nondominated_2d", "staircase", "compare_figure", "sweep_figure"]
 
 
 def colours(names: list[str]) -> dict[str, str]:
@@ -21,6 +21,29 @@ def colours(names: list[str]) -> dict[str, str]:
 
     pal = sns.color_palette("colorblind", max(len(names), 1)).as_hex()
     return {n: pal[i % len(pal)] for i, n in enumerate(names)}
+
+
+#: search methods, each with its own colour (seaborn "colorblind" indices) in every figure
+#: (bench/search_quality.py, dse compare): random grey, qmc cyan, grid yellow, tpe orange, nsga2 blue,
+#: nsga3 brown, hybrid green
+METHODS = {"random": 7, "qmc": 9, "grid": 8, "tpe": 1, "nsga2": 0, "nsga3": 5, "hybrid": 2}
+
+
+def method_colours(names) -> dict[str, str]:
+    """A colour per search-method label, fixed by the method (the label's first word: "hybrid
+    (front_size 4)" is a hybrid); further labels of one method get darker shades of its colour."""
+    import matplotlib.colors as mc
+    import seaborn as sns
+
+    pal = sns.color_palette("colorblind", 10).as_hex()
+    out, seen = {}, {}
+    for n in sorted(names, key=str):
+        fam = str(n).split()[0]
+        i = METHODS.get(fam, 3 + 1 * (len(out) % 2) * 3)  # red or pink for a method not listed
+        k = seen.get(fam, 0)
+        seen[fam] = k + 1
+        out[n] = mc.to_hex(np.array(mc.to_rgb(pal[i])) * (1 - min(0.4 * k, 0.8)))
+    return out
 
 
 def nondominated_2d(x: np.ndarray, y: np.ndarray, dx: str, dy: str) -> np.ndarray:
