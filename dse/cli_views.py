@@ -92,7 +92,7 @@ def show(
     typer.echo("")
     typer.echo("per model (time per step in ms for plain BP on the reference, and this design's BP-phase and "
                "GP-phase steps; DRAM GB per step; job energy J by component)")
-    cols = ["model", "speedup", "speedup_same_hw", "step_ms_bp_ref", "step_ms_adagp_bp", "step_ms_gp",
+    cols = ["model", "speedup", "speedup_same_hw", "step_ms_bp_ref", "step_ms_scheme_bp", "step_ms_gp",
             "dram_gb_per_step_bp", "dram_gb_per_step_gp", "energy_j"]
     from accel.schedule import ENERGY_KEYS
 
@@ -126,13 +126,13 @@ def init(
     `dse run FILE.toml`."""
     from dse.studyfile import load_study
 
-    temps = _templates()
+    temps = {k: v for k, v in _templates().items() if v.is_file()}  # the presets this checkout has
+    if not temps:
+        raise UsageError("--template: no preset found; the presets ship in the source checkout's studies/ "
+                         "folder (pip install -e . from a clone)")
     if template not in temps:
         raise UsageError(f"--template: {template!r}; choose one of {', '.join(temps)}")
     src = temps[template]
-    if not src.is_file():
-        raise UsageError(f"--template {template}: its preset {src} is not in this installation (the presets "
-                         "ship in the source checkout's studies/ folder)")
     if file.suffix != ".toml":
         raise UsageError(f"FILE: a study file ends in .toml, got {str(file)!r}")
     if file.exists() and not force:
@@ -164,14 +164,14 @@ def report(
 ) -> None:
     """One self-contained HTML file to mail to a colleague: status, objectives and the hypervolume
     reference point, the figures (embedded), the front, failures, the study file, versions and git commit."""
+    if out is not None and out.suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"--out: an HTML file name ends in .html, got {str(out)!r}")
     spec = _load(study_file)
     from dse.report import build_report
     from dse.study import open_study
 
     study = open_study(spec, storage, create=False)
     path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise UsageError(f"--out: an HTML file name ends in .html, got {str(path)!r}")
     typer.echo(str(build_report(spec, study, path, storage=storage)))
 
 
