@@ -84,7 +84,7 @@ def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str
 
 @app.command("models")
 def models_cmd(
-    name: Optional[str] = typer.Argument(None, metavar="[NAME]",
+    name: Optional[str] = typer.Argument(None, metavar="NAME",
                                          help="A zoo model, or a workload file (.csv SCALE-Sim topology, .onnx "
                                               "model); without it, list the whole zoo."),
     dataset: Optional[str] = typer.Option(

@@ -225,8 +225,10 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
                                             help="Folder for the figures (default: <name>-plots beside the "
                                                  "study file)."),
          ) -> None:
-    """Seaborn figures, PNG and SVG: pairwise objective projections (front highlighted, infeasible trials
-    marked), hypervolume history, parameter importance per objective."""
+    """Seaborn figures, PNG and SVG: each pair of objectives with its 2-D front, the reference accelerator
+    and the constraint limits; the front in parallel coordinates; energy by component for chosen points;
+    hypervolume history; parameter importance per objective (for a hybrid study, over the hardware points
+    it costed)."""
     spec = _load(study_file)  # first: a bad file fails fast, without importing Optuna and seaborn
     from dse.plots import make_plots
     from dse.study import open_study

@@ -101,7 +101,7 @@ def test_export_pareto_folder_is_complete_even_when_the_reader_goes_away(run, sm
     assert not [x for x in tmp_path.iterdir() if x.name.startswith(".front")]  # no temporary left
 
 
-@pytest.mark.parametrize("template", ["quickstart", "zoo"])
+@pytest.mark.parametrize("template", ["quickstart", "zoo", "predictors"])
 def test_init_writes_a_valid_commented_study_named_after_the_file(run, tmp_path, template):
     from dse.studyfile import load_study
 
