@@ -3,9 +3,9 @@
 :func:`trial_detail` gathers what ``dse show`` prints; :func:`layer_table` costs a configuration's training
 step op by op (the view SCALE-Sim, Timeloop and ZigZag users are used to). Each op is costed alone with the
 same GEMM and vector models the schedule uses (:func:`accel.gemm.gemm_cost`, :func:`accel.vector.vector_cost`,
-without leakage); the step's total in :mod:`accel.schedule` adds what no single op sees -- activation-stash
-stalls and DRAM traffic, the predictor's overlap, leakage over the step's wall time -- so the per-op sums are
-the step's compute part, and :func:`layer_table` returns the schedule's step figures beside them.
+without leakage); the step's total in :mod:`accel.schedule` also accounts for what no single op sees --
+activation-stash stalls and DRAM traffic, overlap, the predictor, leakage over the step's wall time -- so the
+per-op times need not add up to the step's.
 """
 
 from __future__ import annotations
