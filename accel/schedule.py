@@ -9,7 +9,7 @@ Inputs are op tables with numpy columns ``layer``, ``phase``, ``M``, ``K``, ``N`
 :class:`HardwareArray`. Op phases are checked: an unknown phase raises ``ValueError`` (it is never costed
 as free). Main phases: :data:`MAIN_PHASES`; extra work: :data:`EXTRA_PHASES`.
 
-Steps (DESIGN section 2):
+Steps (ADA-GP, arXiv 2305.13236, as modelled here):
 
 * **plain BP**: the forward of every layer (GEMMs and vector ops), then input- and weight-gradient GEMMs and
   the vector ops' backward, then the weight updates. Activations the backward pass needs (``stash_bytes``)

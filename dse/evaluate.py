@@ -12,7 +12,7 @@ A configuration file (what ``dse export`` writes and ``dse evaluate`` reads) has
 * ``[parallel]``  -- optional: the job over several accelerators (pipeline stages, micro-batches, schedule,
   link, data-parallel replicas), :class:`dse.parallelism.ParallelConfig`.
 
-Metrics (DESIGN section 4): ``speedup`` = job time of plain BP on the reference / job time of the
+Metrics: ``speedup`` = job time of plain BP on the reference / job time of the
 candidate; ``speedup_same_hw`` = plain BP on the candidate's hardware / the candidate; ``energy_j`` the
 candidate job's energy; ``energy_saving`` = 1 - energy / energy of plain BP on the reference (a fraction);
 accuracy figures in percent (points for differences) from the training surrogate.

@@ -1,6 +1,6 @@
 """ADA-GP's gradient predictor as a workload: its shape, parameters, and the ops it adds to a training step.
 
-The predictor (DESIGN section 2) is one small network shared by all layers with weights. For a layer with
+The predictor (ADA-GP, arXiv 2305.13236) is one small network shared by all layers with weights. For a layer with
 ``C_out`` output channels and output activation ``(C_out, P, Q)`` per sample:
 
 * **tensor reorganization** averages the activation over the batch and pools each channel's ``P x Q`` map
