@@ -25,14 +25,20 @@ def row(label: str, cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, Any
     return d
 
 
+def with_null(cfg: SurrogateConfig, kind: str, seed: int) -> tuple[dict, dict, dict]:
+    """One seed's plain-BP run, its ``kind`` run and the null control replaying that run's BP/GP steps."""
+    b, _ = _run(cfg, "bp", seed, True)
+    r, _ = _run(cfg, kind, seed, True)
+    n, _ = _run(cfg, "null", seed, True, replay_from=r)
+    return b, r, n
+
+
 def oracle_row(label: str, cfg: SurrogateConfig, seeds: Sequence[int], kind: str = "oracle") -> dict[str, Any]:
     """A diagnostic run against its null control: ``oracle`` (GP steps apply the true gradient of an
     independent batch) or ``stale`` (GP steps apply the layer's last true gradient)."""
     acc, bp, null, gp = [], [], [], []
     for s in seeds:
-        b, _ = _run(cfg, "bp", s, True)
-        o, _ = _run(cfg, kind, s, True)
-        n, _ = _run(cfg, "null", s, True, replay_from=o)
+        b, o, n = with_null(cfg, kind, s)
         acc.append(o["accuracy"])
         bp.append(b["accuracy"])
         null.append(n["accuracy"])

@@ -18,7 +18,8 @@ import sys
 from typing import Any, Sequence
 
 from models.surrogate.config import SurrogateConfig
-from models.surrogate.evaluate import _mean, _run, _std, evaluate
+from models.surrogate.evaluate import _mean, _std, evaluate
+from models.surrogate.experiments import _pm, with_null
 
 __all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_budget", "main"]
 
@@ -64,9 +65,7 @@ def budget_rows(base: SurrogateConfig, budgets: Sequence[int], fractions: Sequen
                 print(f"{name}, fixed {f}, {e} epochs ({cfg.task})", file=sys.stderr, flush=True)
                 acc, bp, null = [], [], []
                 for s in seeds:
-                    b, _ = _run(cfg, "bp", s, True)
-                    m, _ = _run(cfg, name, s, True)
-                    n, _ = _run(cfg, "null", s, True, replay_from=m)
+                    b, m, n = with_null(cfg, name, s)
                     acc.append(m["accuracy"])
                     bp.append(b["accuracy"])
                     null.append(n["accuracy"])
@@ -79,10 +78,6 @@ def budget_rows(base: SurrogateConfig, budgets: Sequence[int], fractions: Sequen
                              "drop": _mean(drop), "drop_std": _std(drop),
                              "null_drop": _mean(ndrop), "null_drop_std": _std(ndrop)})
     return rows
-
-
-def _pm(r: dict[str, Any], key: str, spec: str = "+.2f") -> str:
-    return f"{format(r[key], spec)} ± {r[key + '_std']:.2f}"
 
 
 def markdown_schemes(rows: list[dict[str, Any]]) -> str:
