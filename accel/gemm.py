@@ -26,7 +26,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from accel.dataflow import DATAFLOWS, Dataflow
-from accel.hardware import Hardware, HardwareArray, as_array
+from accel.hardware import Hardware, HardwareArray, as_array, distinct_rows
+from accel._blas import one_blas_thread
 from accel.tech import Tech, default_tech
 
 __all__ = ["GemmCost", "gemm_cost", "Im2col", "op_im2col", "OPERANDS", "ENERGY_COMPONENTS", "IM2COL_ROLES"]
@@ -471,9 +472,14 @@ def _as_ops(M, K, N, repeat):
     return out
 
 
-def _block(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray, tech: Tech, leakage_w,
-           include_leakage):
-    """All fields for configurations ``idx`` (all of dataflow ``df``) over all ops, as (h, L) arrays."""
+#: hardware fields the per-op counts, traffic and energy depend on (besides the dataflow); bandwidth and clock
+#: only enter the time, and the chip's leakage power its leakage energy
+_STATIC_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "ifmap_kb", "filter_kb", "ofmap_kb")
+
+
+def _static(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray, tech: Tech) -> dict:
+    """What does not depend on bandwidth, clock or leakage, for configurations ``idx`` (all of dataflow
+    ``df``) over all ops: (h, L) arrays (or broadcastable to it), plus the pieces of the time (``_time``)."""
     col = lambda a: a[idx].astype(np.float64)[:, None]  # noqa: E731
     R, C = col(hw.rows), col(hw.cols)
     w, a = col(hw.word_bytes), col(hw.acc_bytes)
@@ -494,13 +500,8 @@ def _block(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray, 
     dram_read = sum(np.asarray(d_read[op]) for op in OPERANDS) * rep
     dram_write = sum(np.asarray(d_write[op]) for op in OPERANDS) * rep
     dram_total = dram_read + dram_write
-
-    # ---- time: first fill + overlapped middle + last drain ------------------------------------------
-    bpc = col(hw.bandwidth_gbps) / col(hw.clock_ghz)  # bytes per cycle
+    # the first fill and the last drain are not overlapped with compute (see _time)
     edge = np.minimum(fill + drain, dram_total)
-    total = edge / bpc + np.maximum(compute, np.maximum(dram_total - edge, 0.0) / bpc)
-    stall = total - compute
-    time_s = total / (col(hw.clock_ghz) * 1e9)
 
     # ---- energy (pJ) ----------------------------------------------------------------------------------
     sram_e = 0.0
@@ -514,21 +515,27 @@ def _block(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray, 
         "interpe": ip_b * tech.interpe_pj_per_byte,
         "sram": sram_e,
         "dram": dram_total * tech.dram_pj_per_byte,
-        "leakage": (leakage_w[idx][:, None] * 1e12) * time_s if include_leakage else 0.0 * total,
     }
-    shape = total.shape
-    b = lambda x: np.broadcast_to(x, shape)  # noqa: E731
-    return dict(
-        compute_cycles=b(compute), stall_cycles=stall, total_cycles=total, macs=b(macs),
-        dram_read_bytes=b(dram_read), dram_write_bytes=b(dram_write), time_s=time_s,
-        rf_bytes=b(rf_b), interpe_bytes=b(ip_b),
-        sram_reads={op: b(reads[op]) for op in OPERANDS},
-        sram_writes={op: b(writes[op]) for op in OPERANDS},
-        dram_bytes={op: b(dram[op]) for op in OPERANDS},
-        energy_pj={k: b(v) for k, v in energy.items()},
+    fields = dict(
+        compute_cycles=compute, macs=macs, dram_read_bytes=dram_read, dram_write_bytes=dram_write,
+        rf_bytes=rf_b, interpe_bytes=ip_b, sram_reads=reads, sram_writes=writes, dram_bytes=dram,
+        energy_pj=energy,
     )
+    return {"fields": fields, "compute": compute, "edge": edge, "rest": np.maximum(dram_total - edge, 0.0)}
 
 
+def _time(st: dict, rows: np.ndarray, bandwidth: np.ndarray, clock: np.ndarray) -> dict:
+    """Cycles and seconds for static rows ``rows`` of ``st`` at these bandwidths and clocks ((n,) each):
+    first fill + max(compute, the rest of the DRAM traffic) + last drain, double-buffered."""
+    pick = lambda x: np.broadcast_to(x, st["rest"].shape)[rows]  # noqa: E731
+    compute, edge, rest = pick(st["compute"]), pick(st["edge"]), pick(st["rest"])
+    bpc = bandwidth.astype(np.float64)[:, None] / clock.astype(np.float64)[:, None]  # bytes per cycle
+    total = edge / bpc + np.maximum(compute, rest / bpc)
+    return dict(stall_cycles=total - compute, total_cycles=total,
+                time_s=total / (clock.astype(np.float64)[:, None] * 1e9))
+
+
+@one_blas_thread
 def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | None = None,
               sum_over=None, include_leakage: bool = True, im2col: Im2col | None = None) -> GemmCost:
     """Cost ``repeat`` x ``A[M x K] @ B[K x N]`` for every op (arrays of shape (L,)) on ``hw``.
@@ -558,14 +565,34 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
         if W.shape[0] != L or W.ndim not in (1, 2):
             raise ValueError(f"sum_over: must have shape (L,) or (L, P) with L = {L} ops, got {W.shape}")
     out_shape = (H, L) if W is None else (H,) + W.shape[1:]
-    out = _Collector(out_shape)
+    out = _Collector(out_shape, L, W)
     rows_per_block = max(1, _BLOCK_ELEMS // max(L, 1))
     for df in DATAFLOWS:
         members = np.flatnonzero(hwa.dataflow == df.code)
-        for s in range(0, members.size, rows_per_block):
-            idx = members[s:s + rows_per_block]
-            blk = _block(df, M, K, N, rep, im2col, hwa, idx, tech, leak, include_leakage)
-            out.put(idx, blk, W)
+        if not members.size:
+            continue
+        # the counts, traffic and energy once per distinct array-and-buffer configuration; the time once per
+        # distinct (configuration, bandwidth, clock); leakage per configuration
+        first, inv = distinct_rows([getattr(hwa, f)[members] for f in _STATIC_FIELDS])
+        order = np.argsort(inv, kind="stable")
+        starts = np.searchsorted(inv[order], np.arange(first.size + 1))
+        for s in range(0, first.size, rows_per_block):
+            e = min(first.size, s + rows_per_block)
+            st = _static(df, M, K, N, rep, im2col, hwa, members[first[s:e]], tech)
+            run = order[starts[s]:starts[e]]
+            cfg, loc = members[run], inv[run] - s  # these rows' configurations and their static row
+            out.put(cfg, st["fields"], loc)
+            bw, ck = hwa.bandwidth_gbps[cfg], hwa.clock_ghz[cfg]
+            first2, inv2 = distinct_rows([loc, bw, ck])
+            for s2 in range(0, first2.size, rows_per_block):
+                e2 = min(first2.size, s2 + rows_per_block)
+                sel = first2[s2:e2]
+                tm = _time(st, loc[sel], bw[sel], ck[sel])
+                mine = np.flatnonzero((inv2 >= s2) & (inv2 < e2))
+                out.put(cfg[mine], tm, inv2[mine] - s2)
+                energy = {"leakage": tm["time_s"] if include_leakage else 0.0 * tm["time_s"]}
+                out.put(cfg[mine], {"energy_pj": energy}, inv2[mine] - s2,
+                        scale=leak[cfg[mine]] * 1e12 if include_leakage else None)
     res = out.result()
     R = hwa.rows.astype(np.float64).reshape((H,) + (1,) * (len(out_shape) - 1))
     C = hwa.cols.astype(np.float64).reshape(R.shape)
@@ -581,10 +608,15 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
 
 
 class _Collector:
-    """Gathers per-block results into full (or reduced) output arrays."""
+    """Gathers per-block results into full (or reduced) output arrays.
 
-    def __init__(self, shape):
-        self.shape = shape
+    ``put(dest, blk, pick, scale)``: the rows ``blk[...][pick]`` (reduced over ops with ``W`` first, so a
+    row shared by many configurations is reduced once) go to output rows ``dest``, times ``scale`` per row
+    if given.
+    """
+
+    def __init__(self, shape, L, W):
+        self.shape, self.L, self.W = shape, L, W
         self.data: dict = {}
 
     def _arr(self, key, sub=None):
@@ -593,13 +625,27 @@ class _Collector:
             d[key] = np.zeros(self.shape)
         return d[key]
 
-    def put(self, idx, blk, W):
+    def _one(self, target, dest, v, pick, scale):
+        v = np.asarray(v, dtype=np.float64)
+        if v.ndim < 2:  # the same for every row of the block
+            v = v.reshape(1, -1)
+            pick = np.zeros_like(pick)
+        if v.shape[1] != self.L:
+            v = np.broadcast_to(v, (v.shape[0], self.L))
+        if self.W is not None:
+            v = v @ self.W
+        v = v[pick]
+        if scale is not None:
+            v = scale.reshape((-1,) + (1,) * (v.ndim - 1)) * v
+        target[dest] = v
+
+    def put(self, dest, blk, pick, scale=None):
         for k, v in blk.items():
             if isinstance(v, dict):
                 for kk, vv in v.items():
-                    self._arr(kk, k)[idx] = vv if W is None else vv @ W
+                    self._one(self._arr(kk, k), dest, vv, pick, scale)
             else:
-                self._arr(k)[idx] = v if W is None else v @ W
+                self._one(self._arr(k), dest, v, pick, scale)
 
     def result(self):
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.data.items()}

@@ -21,7 +21,7 @@ import numpy as np
 
 from accel.dataflow import NAMES as DATAFLOWS  # dataflow names, in code order (one class each there)
 
-__all__ = ["Hardware", "HardwareArray", "DATAFLOWS", "FIELDS", "as_array"]
+__all__ = ["Hardware", "HardwareArray", "DATAFLOWS", "FIELDS", "as_array", "distinct_rows"]
 
 
 _INT_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "vector_width", "pred_rows", "pred_cols")
@@ -356,3 +356,16 @@ def as_array(hw: "Hardware | HardwareArray") -> tuple["HardwareArray", bool]:
     if isinstance(hw, HardwareArray):
         return hw, False
     raise TypeError(f"hw must be a Hardware or a HardwareArray, got {type(hw).__name__}")
+
+
+def distinct_rows(columns) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)`` over the rows formed by ``columns`` (equal-length 1-D numeric arrays): the index
+    of one representative of each distinct row (in sorted row order), and for every row the position of its
+    representative in ``first``. The costing functions evaluate representatives only and expand the results
+    (sweeps over grids repeat the same array and buffers at many bandwidths, clocks or predictor units)."""
+    n = len(columns[0])
+    if n == 1:
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    key = np.column_stack([np.asarray(c, dtype=np.float64) for c in columns])
+    _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)

@@ -45,8 +45,9 @@ import numpy as np
 
 from accel.area import leakage_w
 from accel.gemm import gemm_cost, op_im2col
-from accel.hardware import Hardware, HardwareArray, as_array
+from accel.hardware import FIELDS, Hardware, HardwareArray, as_array, distinct_rows
 from accel.tech import Tech, default_tech
+from accel._blas import one_blas_thread
 from accel.vector import vector_cost
 
 __all__ = ["StepCost", "StepCosts", "JobCost", "step_costs", "job_cost", "ENERGY_KEYS", "MAIN_PHASES",
@@ -123,6 +124,11 @@ def _onehot(index: np.ndarray, n: int) -> np.ndarray:
     return w
 
 
+#: the hardware fields GEMM and vector costs read when the caller charges leakage (the predictor-unit fields
+#: only size the chip's area, hence its leakage)
+_COST_FIELDS = tuple(f for f in FIELDS if not f.startswith("pred_"))
+
+
 class _Costed:
     """GEMM and vector costs of an op table on a HardwareArray, summed into named columns.
 
@@ -133,6 +139,17 @@ class _Costed:
 
     def __init__(self, ops, hw: HardwareArray, tech: Tech, groups: dict[str, np.ndarray]):
         self.sec, self.energy, self.dram, self.compute_s, self.dram_s = {}, {}, {}, {}, {}
+        # configurations that differ only in their predictor unit cost the same here: cost each once
+        first, inv = distinct_rows([getattr(hw, f) for f in _COST_FIELDS])
+        if first.size == len(hw):
+            self._cost(ops, hw, tech, groups)
+            return
+        self._cost(ops, hw.take(first), tech, groups)
+        for d in (self.sec, self.dram, self.compute_s, self.dram_s):
+            d.update({k: v[inv] for k, v in d.items()})
+        self.energy = {n: {k: v[inv] for k, v in e.items()} for n, e in self.energy.items()}
+
+    def _cost(self, ops, hw: HardwareArray, tech: Tech, groups: dict[str, np.ndarray]) -> None:
         g = np.isin(ops.phase, _GEMM_PHASES)
         names = list(groups)
         widths = [1 if groups[n].ndim == 1 else groups[n].shape[1] for n in names]
@@ -172,33 +189,14 @@ class _Costed:
             start += w
 
 
-#: (configuration, op) elements per chunk when reducing GEMM costs: bounds memory for large sweeps
-_CHUNK = 1 << 18
-
-
 def _gemm_reduced(ops, sel: np.ndarray, W: np.ndarray, hw: HardwareArray, tech: Tech) -> dict:
-    """The GEMM fields the schedule needs, summed over ops with weights ``W`` (L_sel, P) -> (H, P).
-
-    Costs are computed per op in chunks of configurations and only the needed fields are reduced (cheaper
-    than reducing every field of :class:`accel.gemm.GemmCost`).
-    """
-    M, K, N, R = ops.M[sel], ops.K[sel], ops.N[sel], ops.repeat[sel]
+    """The GEMM fields the schedule needs, summed over ops with weights ``W`` (L_sel, P) -> (H, P)."""
     geo = op_im2col(ops, sel)  # convolutions fetch their raw input (None for tables without geometry)
-    H, P = len(hw), W.shape[1]
-    keys = ("total_cycles", "compute_cycles", "dram", "mac", "rf", "interpe", "sram")
-    out = {k: np.empty((H, P)) for k in keys}
-    step = max(1, _CHUNK // max(1, len(M)))
-    for a in range(0, H, step):
-        idx = np.arange(a, min(H, a + step))
-        c = gemm_cost(M, K, N, R, hw=hw.take(idx) if (a or len(idx) < H) else hw, tech=tech,
-                      include_leakage=False, im2col=geo)
-        out["total_cycles"][idx] = c.total_cycles @ W
-        out["compute_cycles"][idx] = c.compute_cycles @ W
-        out["dram"][idx] = (c.dram_read_bytes + c.dram_write_bytes) @ W
-        for k in ("mac", "rf", "interpe", "sram"):
-            out[k][idx] = c.energy_pj[k] @ W
-        out.setdefault("_dram_e", np.empty((H, P)))[idx] = c.energy_pj["dram"] @ W
-    out["dram_energy"] = out.pop("_dram_e")
+    c = gemm_cost(ops.M[sel], ops.K[sel], ops.N[sel], ops.repeat[sel], hw=hw, tech=tech, sum_over=W,
+                  include_leakage=False, im2col=geo)
+    out = {"total_cycles": c.total_cycles, "compute_cycles": c.compute_cycles,
+           "dram": c.dram_read_bytes + c.dram_write_bytes, "dram_energy": c.energy_pj["dram"]}
+    out.update({k: c.energy_pj[k] for k in ("mac", "rf", "interpe", "sram")})
     return out
 
 
@@ -234,6 +232,7 @@ class _FreePlan:
         self.gp_update = tuple(gp_update)
 
 
+@one_blas_thread
 def step_costs(ops, *, plan=None, hw: Hardware | HardwareArray, tech: Tech | None = None) -> StepCosts:
     """Cost of a plain-BP step, the scheme's BP-phase step and its GP-phase step of ``ops`` on ``hw``.
 

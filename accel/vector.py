@@ -23,6 +23,7 @@ import numpy as np
 
 from accel.area import leakage_w
 from accel.hardware import Hardware, HardwareArray, as_array
+from accel._blas import one_blas_thread
 from accel.tech import Tech, default_tech
 
 __all__ = ["VectorCost", "vector_cost"]
@@ -43,6 +44,7 @@ class VectorCost:
     time_s: np.ndarray
 
 
+@one_blas_thread
 def vector_cost(elems, *, hw: Hardware | HardwareArray, tech: Tech | None = None, elem_bytes=None,
                 dram_fraction=1.0, sum_over=None, include_leakage: bool = True) -> VectorCost:
     """Cost vector ops touching ``elems`` elements each (array (L,)) on ``hw``.

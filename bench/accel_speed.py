@@ -7,14 +7,25 @@
 2. 10,000 random configurations over resnet50's training ops (GEMMs and vector ops, reduced per
    configuration and phase with ``sum_over``): target < 2 s;
 3. when ``scalesim`` is importable (e.g. /tmp/scalesim-venv/bin/python with the repo on PYTHONPATH), the
-   ratio of SCALE-Sim's time to ours on the same layer.
+   ratio of SCALE-Sim's time to ours on the same layer;
+4. the quick start's hardware grid (``studies/quickstart.toml``: 1,458 points, weight stationary) over
+   ResNet-18/CIFAR-10's training GEMMs (batch 128): ``gemm_cost`` now against the same call on earlier
+   versions of ``accel/`` taken from git history (:data:`EARLIER`, run in a subprocess; skipped without
+   git), and the hardware model per training setting of the hybrid search (``dse.evaluate.hardware_metrics``
+   over the grid, then ``evaluate_hardware`` for each of the ``front_size`` points entered).
+
+Times are the best of a few runs, wall clock and CPU (the process's own): on a shared machine the CPU time
+is the steadier figure; the load average is printed beside them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import itertools
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +45,21 @@ def best_of(fn, repeat=5):
         fn()
         times.append(time.perf_counter() - t0)
     return min(times), statistics.median(times)
+
+
+def best_cpu(fn, repeat=5):
+    """(best wall seconds, best CPU seconds) over ``repeat`` runs."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return min(wall), min(cpu)
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def cost_model(ops, hw, sum_over_phase=False):
@@ -117,6 +143,92 @@ def scalesim_ratio():
           f"-> {t_sim / ours:,.0f}x faster; compute cycles SCALE-Sim {int(layer.total_cycles)}, ours {int(cyc)}")
 
 
+#: earlier versions of the model to time against: label -> git commit
+EARLIER = {"before issue 17 (im2col DRAM traffic)": "3688f8b",
+           "issue 17's model before this speed-up": "be1186f"}
+
+_REPO = Path(__file__).resolve().parents[1]
+
+#: run in a subprocess with an earlier accel/ first on the path: time gemm_cost on the saved inputs
+_EARLIER_SCRIPT = """
+import inspect, sys, time, numpy as np
+from accel import HardwareArray, gemm_cost
+d = np.load(sys.argv[1], allow_pickle=True)
+hw = HardwareArray.from_dict(d["hw"].item())
+kw = dict(include_leakage=False)
+if "im2col" in inspect.signature(gemm_cost).parameters:
+    from accel.gemm import Im2col
+    kw["im2col"] = Im2col.from_table(d["geo"])
+f = lambda: gemm_cost(d["M"], d["K"], d["N"], d["R"], hw=hw, **kw)
+wall, cpu = [], []
+for _ in range(5):
+    t0, c0 = time.perf_counter(), time.process_time(); f()
+    wall.append(time.perf_counter() - t0); cpu.append(time.process_time() - c0)
+print(min(wall), min(cpu))
+"""
+
+
+def _quickstart():
+    from dse.hybrid import _hardware, hardware_candidates
+    from dse.studyfile import load_study
+
+    spec = load_study(_REPO / "studies" / "quickstart.toml")
+    cands = hardware_candidates(spec, max_points=spec.inner_points, seed=0)
+    hws = [h for h in (_hardware(spec, c) for c in cands) if h is not None]
+    return spec, HardwareArray.from_list(hws)
+
+
+def _earlier(commit: str, npz: Path) -> tuple[float, float] | None:
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            arch = subprocess.run(["git", "-C", str(_REPO), "archive", commit, "accel"], capture_output=True,
+                                  check=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=arch, check=True)
+            env = {**os.environ, "PYTHONPATH": tmp}
+            out = subprocess.run([sys.executable, "-c", _EARLIER_SCRIPT, str(npz)], capture_output=True,
+                                 text=True, check=True, env=env, cwd=tmp).stdout.split()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+    return float(out[0]), float(out[1])
+
+
+def quickstart_grid():
+    from dataclasses import replace
+
+    from dse.evaluate import evaluate_hardware, hardware_metrics
+    from models.surrogate import SurrogateConfig
+    from models.zoo import build
+
+    spec, hw = _quickstart()
+    ops = build("resnet18", dataset="cifar10").training_ops(batch=spec.base.workload.batch)
+    g = ops.repeat > 0
+    geo = op_im2col(ops, g)
+    args = (ops.M[g], ops.K[g], ops.N[g], ops.repeat[g])
+    print(f"4) the quick start's hardware grid ({len(hw)} points) x resnet18/cifar10's {int(g.sum())} training "
+          f"GEMMs, gemm_cost (best of 5; {load()}):")
+    wall, cpu = best_cpu(lambda: gemm_cost(*args, hw=hw, include_leakage=False, im2col=geo))
+    print(f"   {'this version':<42}{wall:8.3f} s wall {cpu:8.3f} s CPU")
+    with tempfile.TemporaryDirectory() as tmp:
+        npz = Path(tmp) / "in.npz"
+        np.savez(npz, M=args[0], K=args[1], N=args[2], R=args[3], geo=np.asarray(ops.im2col)[g],
+                 hw=np.array(hw.to_dict(), dtype=object))
+        for label, commit in EARLIER.items():
+            r = _earlier(commit, npz)
+            if r is None:
+                print(f"   {label:<42} skipped (git history not available)")
+                continue
+            print(f"   {label + ' ' + commit:<42}{r[0]:8.3f} s wall {r[1]:8.3f} s CPU -> this version "
+                  f"{r[0] / wall:.2f}x / {r[1] / cpu:.2f}x as fast")
+    tr = {**spec.base.training.to_dict(), "pred_width": 32, "warmup": 0.1}
+    cfg = replace(spec.base, training=SurrogateConfig.from_dict(tr), seeds=1)
+    hardware_metrics(cfg, hw, 0.3)  # warm the per-model caches (op tables, plans, the reference)
+    wall, cpu = best_cpu(lambda: hardware_metrics(cfg, hw, 0.3), repeat=3)
+    pts = [hw[i] for i in range(0, len(hw), max(1, len(hw) // spec.front_size))][:spec.front_size]
+    w2, c2 = best_cpu(lambda: [evaluate_hardware(replace(cfg, hardware=h), 0.3) for h in pts], repeat=3)
+    print(f"   per training setting of the hybrid search: hardware_metrics over the grid {wall:.3f} s wall "
+          f"{cpu:.3f} s CPU; evaluate_hardware for {len(pts)} front points {w2:.3f} s wall {c2:.3f} s CPU")
+
+
 def main():
     try:
         import models.zoo  # noqa: F401
@@ -128,6 +240,8 @@ def main():
         zoo_one_config()
         sweep_10k()
     scalesim_ratio()
+    if have_zoo:
+        quickstart_grid()
 
 
 if __name__ == "__main__":
