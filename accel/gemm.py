@@ -184,8 +184,8 @@ class _Ifmap:
     extent given, fits ``cap`` bytes. Every function is the dense matrix's where the op is no convolution.
     """
 
-    def __init__(self, M, K, w, geo: Im2col | None):
-        self.M, self.K, self.w = M, K, w
+    def __init__(self, M, K, geo: Im2col | None):
+        self.M, self.K, self.w = M, K, None  # w: bytes per word, set per block by with_word
         self.conv = None
         if geo is None or not np.any(geo.role > 0):
             return
@@ -207,6 +207,13 @@ class _Ifmap:
         self.pq = self.P * self.Q
         self.Hu = np.minimum(self.H, self._rows(self.P))   # input rows the whole layer touches
         self.Wu = np.minimum(self.W, self._cols(self.Q))
+
+    def with_word(self, w) -> "_Ifmap":
+        """The same geometry with ``w`` bytes per word (an (h, 1) column)."""
+        c = object.__new__(_Ifmap)
+        c.__dict__.update(self.__dict__)
+        c.w, c._full = w, None
+        return c
 
     # rows / columns of the (padded) input that r output rows / q output columns touch
     def _rows(self, r):
@@ -363,7 +370,7 @@ class _Operand:
 _OP_DIMS = {"ifmap": ("M", "K"), "filter": ("K", "N"), "ofmap": ("M", "N")}
 
 
-def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
+def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, ifm: _Ifmap):
     """DRAM bytes per product: reads and writes per operand, for the best of the dataflow's loop orders.
 
     A: column chunks outer (SCALE-Sim's order when a chunk is one fold); B: row chunks outer; C (WS, IS):
@@ -371,7 +378,7 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo):
     its buffer half; see docs/accelerator.md for the rules.
     """
     Dr, Dc, Dt = df.dims
-    fps = {"ifmap": _Ifmap(M, K, w, geo), "filter": _Dense(K, N, w), "ofmap": _Dense(M, N, w)}
+    fps = {"ifmap": ifm.with_word(w), "filter": _Dense(K, N, w), "ofmap": _Dense(M, N, w)}
     acc = _Dense(M, N, a)  # the ofmap as accumulators
     op = {k: _Operand(v, _OP_DIMS[k]) for k, v in fps.items()}
     S, Rop, Cop = op[df.stationary], op[df.row_op], op[df.col_op]
@@ -472,12 +479,42 @@ def _as_ops(M, K, N, repeat):
     return out
 
 
+#: validated op columns and the A operand's footprint geometry of recent op tables, by content: a search
+#: costs the same op tables on one configuration after another
+_PREPARED: dict = {}
+_PREPARED_MAX = 64
+
+
+def _prepare(M, K, N, repeat, im2col: Im2col | None):
+    """``(M, K, N, repeat, ifmap)``: the ops as validated float columns and the A operand's :class:`_Ifmap`
+    (its convolution geometry checked against the GEMM view); cached by the inputs' contents."""
+    raw = [np.asarray(x) for x in (M, K, N, repeat)]
+    key = tuple((a.dtype.str, a.shape, a.tobytes()) for a in raw)
+    if im2col is not None:
+        key += tuple(np.asarray(getattr(im2col, f.name)).tobytes() for f in fields(im2col))
+    hit = _PREPARED.get(key)
+    if hit is not None:
+        return hit
+    M, K, N, rep = _as_ops(*raw)
+    if im2col is not None:
+        im2col.check(M, K)
+        if not np.any(im2col.role > 0):
+            im2col = None
+    out = (M, K, N, rep, _Ifmap(M, K, im2col))
+    for a in out[:4]:
+        a.setflags(write=False)
+    if len(_PREPARED) >= _PREPARED_MAX:
+        _PREPARED.pop(next(iter(_PREPARED)))
+    _PREPARED[key] = out
+    return out
+
+
 #: hardware fields the per-op counts, traffic and energy depend on (besides the dataflow); bandwidth and clock
 #: only enter the time, and the chip's leakage power its leakage energy
 _STATIC_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "ifmap_kb", "filter_kb", "ofmap_kb")
 
 
-def _static(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray, tech: Tech) -> dict:
+def _static(df: Dataflow, M, K, N, rep, ifm: _Ifmap, hw: HardwareArray, idx: np.ndarray, tech: Tech) -> dict:
     """What does not depend on bandwidth, clock or leakage, for configurations ``idx`` (all of dataflow
     ``df``) over all ops: (h, L) arrays (or broadcastable to it), plus the pieces of the time (``_time``)."""
     col = lambda a: a[idx].astype(np.float64)[:, None]  # noqa: E731
@@ -495,7 +532,7 @@ def _static(df: Dataflow, M, K, N, rep, geo, hw: HardwareArray, idx: np.ndarray,
     rf_b, ip_b = df.pe_traffic(Sr, Sc, T, R, C, Fr, Fc, w, a)
     rf_b, ip_b = rf_b * rep, ip_b * rep
 
-    d_read, d_write, fill, drain = _dram(df, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, geo)
+    d_read, d_write, fill, drain = _dram(df, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, ifm)
     dram = {op: (d_read[op] + d_write[op]) * rep for op in OPERANDS}
     dram_read = sum(np.asarray(d_read[op]) for op in OPERANDS) * rep
     dram_write = sum(np.asarray(d_write[op]) for op in OPERANDS) * rep
@@ -549,15 +586,11 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
     ``im2col``: per-op convolution geometry (:class:`Im2col`); the A operand of a convolution row is then
     fetched from DRAM as the raw input (default: every A is a plain matrix).
     """
-    M, K, N, rep = _as_ops(M, K, N, repeat)
-    if im2col is not None:
-        im2col.check(M, K)
-        if not np.any(im2col.role > 0):
-            im2col = None
+    M, K, N, rep, ifm = _prepare(M, K, N, repeat, im2col)
     hwa, single = as_array(hw)
     tech = tech or default_tech()
     from accel.area import leakage_w  # local: area imports hardware/tech only
-    leak = np.asarray(leakage_w(hwa, tech), dtype=np.float64)
+    leak = np.asarray(leakage_w(hwa, tech), dtype=np.float64) if include_leakage else None
     L, H = M.shape[0], len(hwa)
     W = None
     if sum_over is not None:
@@ -578,7 +611,7 @@ def gemm_cost(M, K, N, repeat=1, *, hw: Hardware | HardwareArray, tech: Tech | N
         starts = np.searchsorted(inv[order], np.arange(first.size + 1))
         for s in range(0, first.size, rows_per_block):
             e = min(first.size, s + rows_per_block)
-            st = _static(df, M, K, N, rep, im2col, hwa, members[first[s:e]], tech)
+            st = _static(df, M, K, N, rep, ifm, hwa, members[first[s:e]], tech)
             run = order[starts[s]:starts[e]]
             cfg, loc = members[run], inv[run] - s  # these rows' configurations and their static row
             out.put(cfg, st["fields"], loc)
@@ -627,10 +660,13 @@ class _Collector:
 
     def _one(self, target, dest, v, pick, scale):
         v = np.asarray(v, dtype=np.float64)
-        if v.ndim < 2:  # the same for every row of the block
-            v = v.reshape(1, -1)
-            pick = np.zeros_like(pick)
-        if v.shape[1] != self.L:
+        if v.ndim == 1:  # (L,): the same for every row of the block
+            v = v if self.W is None else v @ self.W
+            target[dest] = v if scale is None else scale.reshape((-1,) + (1,) * v.ndim) * v
+            return
+        if v.ndim == 0:
+            return self._one(target, dest, np.full(self.L, float(v)), pick, scale)
+        if v.shape[1] != self.L:  # (h, 1): the same for every op
             v = np.broadcast_to(v, (v.shape[0], self.L))
         if self.W is not None:
             v = v @ self.W
