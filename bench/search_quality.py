@@ -66,12 +66,7 @@ def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials
     url = f"sqlite:///{folder / (name + '.db')}"
     stop = lambda st: distinct_settings(st) >= runs or len(st.get_trials(deepcopy=False)) >= max_trials  # noqa: E731
     t0 = time.perf_counter()
-    if method == "hybrid":
-        from dse.hybrid import run_hybrid
-
-        run_hybrid(s, storage=url, trials=100_000, stop=stop)
-    else:
-        run(s, storage=url, trials=100_000, stop=stop)
+    run(s, storage=url, trials=100_000, stop=stop)  # the spec's strategy
     st = open_study(s, url, create=False)
     c = curve(st, s, hv_reference(s))
     c["method"], c["seed"], c["seconds"] = method, seed, time.perf_counter() - t0

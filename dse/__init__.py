@@ -1,4 +1,18 @@
-"""dse: design-space exploration of adaptive gradient prediction (ADA-GP) training on DNN accelerators."""
+"""dse: design-space exploration of adaptive gradient prediction (ADA-GP) training on DNN accelerators.
+
+The public API (keyword arguments after the study; details in :mod:`dse.api`)::
+
+    import dse
+    spec = dse.load_study("studies/quickstart.toml")   # a study file, validated
+    dse.run(spec)                                      # to its budget, with its strategy (workers=N: N processes)
+    study = dse.open_study(spec)                       # the stored study
+    study.front()                                      # the feasible Pareto front, a pandas DataFrame
+    study.export(knee=True)                            # TOML that `dse evaluate` reproduces exactly
+    dse.evaluate(dse.load_configuration("knee.toml"))  # every metric of one configuration
+
+Extension points, one place each: metrics (:mod:`dse.metrics`), search strategies (:mod:`dse.strategy`).
+Names are imported on first use, so ``import dse`` stays light (the CLI checks files before importing Optuna).
+"""
 
 from __future__ import annotations
 
@@ -6,4 +20,20 @@ __version__ = "0.1.0"
 
 from dse.errors import UsageError
 
-__all__ = ["__version__", "UsageError"]
+# `dse.evaluate` is the function (evaluate one configuration), not its module: the module is imported here
+# first, so that the import system's binding of the submodule happens before the function takes the name
+# (the module stays reachable as `from dse.evaluate import ...`).
+import dse.evaluate  # noqa: E402,F401
+from dse.evaluate import Configuration, evaluate, load_configuration  # noqa: E402
+
+_API = ("load_study", "run", "open_study", "Study", "configuration", "StudySpec", "Point")
+
+__all__ = ["__version__", "UsageError", "evaluate", "Configuration", "load_configuration", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from dse import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'dse' has no attribute {name!r}")

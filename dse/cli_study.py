@@ -16,6 +16,11 @@ import typer
 from dse.errors import UsageError
 
 STUDY_ARG = typer.Argument(..., metavar="STUDY.toml", help="Study file (TOML): workload, search space, objectives, constraints.")
+ACCEPT_OPT = typer.Option(False, "--accept-changes",
+                          help="Continue a study although its file changed since the study was made (space, "
+                               "objectives, constraints, strategy, base configuration): the study then "
+                               "follows the file as it is now; earlier trials are kept and judged by its "
+                               "constraints. Without it such a run stops with exit code 2.")
 STORAGE_OPT = typer.Option(None, "--storage", envvar="DSE_STORAGE",
                            help="Storage URL (sqlite:///FILE.db, postgresql://USER:PW@HOST/DB, "
                                 "journal:///FILE.log). Default: a SQLite file <name>.db beside the study file. "
@@ -46,6 +51,7 @@ def run(
                                 help="Local worker processes sharing the budget (default storage then: a "
                                      "journal file <name>.journal beside the study file)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    accept_changes: bool = ACCEPT_OPT,
 ) -> None:
     """Create or resume a study and run it to its trial budget.
 
@@ -58,19 +64,14 @@ def run(
     if timeout is not None and not timeout >= 0:
         raise UsageError(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
     spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
-    from dse.study import run as run_study  # after the file is checked: a bad file fails without importing Optuna
-    t0 = time.perf_counter()
-    if spec.strategy == "hybrid":
-        if workers > 1:
-            raise UsageError("--workers: the hybrid strategy runs in one process (its inner search is "
-                             "vectorized); use --strategy joint for several workers")
-        from dse.hybrid import run_hybrid as run_study  # noqa: F811
-    if workers > 1:
-        from dse.parallel import run_workers
+    import dse  # after the file is checked: a bad file fails without importing Optuna
 
-        res = run_workers(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet)
+    t0 = time.perf_counter()
+    if workers > 1:
+        res = dse.run(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
+                      accept_changes=accept_changes)
     elif quiet:
-        res = run_study(spec, storage=storage, timeout=timeout)
+        res = dse.run(spec, storage=storage, timeout=timeout, accept_changes=accept_changes)
     else:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -79,7 +80,7 @@ def run(
 
         # open (create) the study before the progress bar starts, so that a storage that cannot be used
         # (unreachable server, corrupt file, missing driver) gets the one-line error without a bar above it
-        open_study(spec, storage, create=True)
+        open_study(spec, storage, create=True, accept_changes=accept_changes)
         console = Console(stderr=True)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("front {task.fields[front]}  HV {task.fields[hv]}"), TimeElapsedColumn(),
@@ -90,7 +91,8 @@ def run(
                 bar.update(task, completed=f["finished"], total=f["budget"], front=f["front"],
                            hv=f"{f['hypervolume']:.4g}")
 
-            res = run_study(spec, storage=storage, timeout=timeout, progress=progress)
+            res = dse.run(spec, storage=storage, timeout=timeout, progress=progress,
+                          accept_changes=accept_changes)
             if res["failed"]:
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
                               f"{study_file}`")
@@ -138,9 +140,9 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Trials by state, the budget, the front's size and hypervolume, the storage (password masked)."""
     spec = _load(study_file)  # first: a bad file fails fast, without importing Optuna
-    from dse.views import status_summary
+    import dse
 
-    out = status_summary(spec, storage)
+    out = dse.open_study(spec, storage=storage).status()
     if json_out:
         typer.echo(json.dumps(out, indent=2))
         return
@@ -154,12 +156,6 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
         elif isinstance(v, list):
             v = "; ".join(v) or "-"
         typer.echo(f"{k:12s} {v}")
-
-
-def _front_rows(spec, pts) -> list[dict]:
-    from dse.views import front_rows
-
-    return front_rows(spec, pts)
 
 
 def _emit(rows: list[dict], fmt: str) -> None:
@@ -204,12 +200,12 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     if limit is not None and limit < 1:
         raise UsageError(f"--limit: must be an integer >= 1, got {limit}")
     spec = _load(study_file)
-    from dse.study import open_study
-    from dse.views import pareto_rows, proxy_note, table_headers
+    import dse
+    from dse.views import proxy_note, table_headers
 
-    study = open_study(spec, storage, create=False)
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    rows = pareto_rows(spec, study, columns=cols, sort=sort, limit=limit, where=where or [])
+    rows = dse.open_study(spec, storage=storage).front_rows(columns=cols, sort=sort, limit=limit,
+                                                            where=where or [])
     if fmt != "table":
         _emit(rows, fmt)
         return
@@ -269,11 +265,10 @@ def export(
     if where and best is None:
         raise UsageError("--where: only with --best METRIC")
     spec = _load(study_file)
-    from dse.export import export_points, render
-    from dse.study import load_points, open_study
+    import dse
+    from dse.export import render
 
-    study = open_study(spec, storage, create=False)
-    pts = export_points(spec, load_points(study, spec), best=best, where=where or [], pareto=all_front)
+    pts = dse.open_study(spec, storage=storage).select(best=best, where=where or [], pareto=all_front)
     if out is not None and all_front and fmt == "toml":
         from dse.export import write_folder
 
@@ -303,12 +298,15 @@ def worker(
                                                  "worker stops beating for 3 intervals is failed and retried. "
                                                  "Default: 5 for PostgreSQL/MySQL, off otherwise (local "
                                                  "workers are watched by process id)."),
-    joint: bool = typer.Option(False, "--joint", help="Run a study whose file says strategy = hybrid with the "
-                                                      "joint strategy (what `dse run --workers N` does)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final line."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="joint or hybrid, overriding the file "
+                                                                    "(it must match the study's)."),
+    accept_changes: bool = ACCEPT_OPT,
 ) -> None:
     """Join a study as one worker: run trials until the shared budget is met.
 
+    Both strategies: a hybrid study's workers share its outer study of training settings (each setting is
+    trained by one worker) and enter their sub-fronts into the one main study.
     Start it on every machine with the same study file and storage, e.g.
     `dse worker studies/zoo.toml --storage postgresql://USER:PW@HOST/DB --index 3`.
     A trial whose worker dies (SIGKILL, power loss) is retried, so the budget is met exactly.
@@ -317,11 +315,7 @@ def worker(
 
     if seed is not None and seed < 0:
         raise UsageError(f"--seed: must be an integer >= 0, got {seed}")
-    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed)
-    if spec.strategy == "hybrid" and not joint:
-        raise UsageError("study.strategy: `dse worker` runs the joint strategy; the hybrid strategy runs in one "
-                         "process (`dse run`), its inner search being vectorized; pass --joint to run this study "
-                         "jointly")
+    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
     url = storage_url(spec, storage)
     hb = heartbeat if heartbeat is not None else default_heartbeat(url)
     if os.environ.get("DSE_PARENT_PID", "").isdigit():  # started by `dse run --workers`: stop with it
@@ -330,11 +324,12 @@ def worker(
         watch_parent(int(os.environ["DSE_PARENT_PID"]))
 
     def progress(f):
-        if not quiet:
+        if not quiet and f["last"] is not None:
             typer.echo(f"worker {index}: trial {f['last'][0]} {f['last'][1].lower()}; "
                        f"{f['finished']}/{f['budget']} done, front {f['front']}", err=True)
 
-    res = run_study(spec, storage=url, worker=index, heartbeat=hb, progress=progress)
+    res = run_study(spec, storage=url, worker=index, heartbeat=hb, progress=progress,
+                    accept_changes=accept_changes)
     typer.echo(f"worker {index}: {spec.name} {res['finished']}/{res['budget']} done, front {res['front']}, "
                f"hypervolume {res['hypervolume']:.6g}; storage {res['storage']}")
     if res["interrupted"]:

@@ -20,7 +20,6 @@ accuracy figures in percent (points for differences) from the training surrogate
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -30,32 +29,16 @@ import numpy as np
 
 from accel import Hardware, HardwareArray, Tech, area_mm2, default_tech, load_tech, peak_power_w
 from accel.schedule import ENERGY_KEYS, job_cost, step_costs
+from dse import metrics as registry
 from dse.errors import UsageError
-from dse.parallelism import ParallelConfig, evaluate_parallel, microbatch_size, single_device_metrics
+from dse.parallelism import ParallelConfig, evaluate_parallel, microbatch_size
 from dse.schema import check_keys, load_toml, take
 from dse.workload import Workload
 from models.schemes import scheme_plan
 from models.surrogate import SurrogateConfig
 
-__all__ = ["Configuration", "evaluate", "evaluate_hardware", "hardware_metrics", "load_configuration",
-           "METRICS", "plan_key"]
-
-#: metrics a study may use as objectives or constraints, with units
-METRICS = {
-    "accuracy": "%",
-    "accuracy_drop": "points",
-    "predictor_gain": "points",
-    "gp_fraction": "0-1",
-    "speedup": "x",
-    "speedup_same_hw": "x",
-    "energy_j": "J",
-    "energy_saving": "0-1",
-    "area_mm2": "mm^2",
-    "power_w": "W",
-    "throughput": "samples/s",
-    "bubble_rate": "0-1",
-    "peak_act_bytes": "B",
-}
+__all__ = ["Configuration", "evaluate", "evaluate_hardware", "hardware_metrics", "training_metrics",
+           "load_configuration", "plan_key"]
 
 
 @dataclass(frozen=True)
@@ -212,7 +195,9 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
         ref_step, ref = _reference(key, w, cfg.reference, cfg.technology)
         rows.append({
             **_job_row(model, job, bp_here, ref, w.steps),
-            **single_device_metrics(float(job.time_s), w.steps * w.batch, float(ops.stash_bytes.sum())),
+            # one accelerator: no pipeline bubble; it holds the whole batch's activation stash
+            "bubble_rate": 0.0,
+            "peak_act_bytes": float(ops.stash_bytes.sum()),
             "step_ms_bp_ref": ref_step.time_s * 1e3,
             "step_ms_bp": steps.bp.time_s * 1e3,
             "step_ms_scheme_bp": steps.scheme_bp.time_s * 1e3,
@@ -226,7 +211,7 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             **{f"energy_j_{k}": float(job.energy_j[k]) for k in ENERGY_KEYS},
             **{f"energy_j_ref_{k}": float(ref.energy_j[k]) for k in ENERGY_KEYS},
         })
-    return {"models": rows, "summary": _summary(cfg, rows, tech, gp_fraction)}
+    return _summary(cfg, rows, tech, gp_fraction)
 
 
 def _evaluate_pipeline(cfg: Configuration, gp_fraction: float) -> dict:
@@ -240,8 +225,8 @@ def _evaluate_pipeline(cfg: Configuration, gp_fraction: float) -> dict:
         rows.append({
             **_job_row(r["model"], job, bp, ref, w.steps),
             "throughput": job.throughput,
-            "bubble_rate": job.bubble_rate,
-            "peak_act_bytes": job.peak_act_bytes,
+            "bubble_rate": float(job.bubble_rate),
+            "peak_act_bytes": float(job.peak_act_bytes),
             "devices": cfg.parallel.devices,
             "stage_starts": r["stage_starts"],
             "stage_imbalance": r["imbalance"],
@@ -252,7 +237,7 @@ def _evaluate_pipeline(cfg: Configuration, gp_fraction: float) -> dict:
             "allreduce_ms_per_step": {k: v * 1e3 for k, v in job.allreduce_s.items()},
             **{f"energy_j_{k}": float(v) for k, v in job.energy_j.items()},
         })
-    return {"models": rows, "summary": _summary(cfg, rows, tech, gp_fraction)}
+    return _summary(cfg, rows, tech, gp_fraction)
 
 
 def _job_row(model: str, job, bp, ref, steps: int) -> dict:
@@ -262,45 +247,49 @@ def _job_row(model: str, job, bp, ref, steps: int) -> dict:
     return {"model": model, "speedup": float(ref.time_s / job.time_s),
             "speedup_same_hw": float(bp.time_s / job.time_s), "energy_j": float(e),
             "energy_saving": float(1.0 - e / e_ref), "time_s": float(job.time_s), "time_s_ref": float(ref.time_s),
-            "energy_j_ref": float(e_ref), "steps": steps, "steps_gp": job.steps_gp}
+            "time_s_bp": float(bp.time_s), "energy_j_ref": float(e_ref), "steps": steps, "steps_gp": job.steps_gp}
 
 
 def _summary(cfg: Configuration, rows: list[dict], tech: Tech, gp_fraction: float) -> dict:
-    t = sum(r["time_s"] for r in rows)
-    e = sum(r["energy_j"] for r in rows)
-    return {
-        "speedup_geomean": _geomean([r["speedup"] for r in rows]),
-        "speedup_same_hw_geomean": _geomean([r["speedup_same_hw"] for r in rows]),
-        "energy_j": e,
+    """The evaluation's result: the model rows, a summary and the per-hardware metrics, which the registry
+    computes from the rows' per-model quantities (each a (models, 1) array: one hardware point)."""
+    col = lambda k: np.array([[r[k]] for r in rows], dtype=np.float64)  # noqa: E731 - (models, 1)
+    q = {k: col(k) for k in _PER_MODEL}
+    q["samples"] = np.array([[r["steps"] * cfg.workload.batch] for r in rows], dtype=np.float64)
+    q["area_mm2"] = np.array([area_mm2(cfg.hardware, tech)], dtype=np.float64)
+    metrics = {k: float(v[0]) for k, v in registry.compute(q, only=lambda m: m.per_hardware).items()}
+    summary = {
+        "speedup_geomean": metrics["speedup"],
+        "speedup_same_hw_geomean": metrics["speedup_same_hw"],
+        "energy_j": metrics["energy_j"],
         "energy_j_ref": sum(r["energy_j_ref"] for r in rows),
-        "energy_saving_total": 1.0 - e / sum(r["energy_j_ref"] for r in rows),
-        "area_mm2": float(area_mm2(cfg.hardware, tech)),
+        "energy_saving_total": metrics["energy_saving"],
+        "area_mm2": metrics["area_mm2"],
         "area_mm2_ref": float(area_mm2(cfg.reference, tech)),
-        "power_w": e / t,
+        "power_w": metrics["power_w"],
         "peak_power_w": float(peak_power_w(cfg.hardware, tech)),
         "gp_fraction": gp_fraction,
         "warmup": cfg.training.warmup,
         "models": len(rows),
-        # every model's job in turn: samples over the total time; bubble weighted by time; the largest stash
-        "throughput": sum(r["steps"] * cfg.workload.batch for r in rows) / t,
-        "bubble_rate": sum(r["bubble_rate"] * r["time_s"] for r in rows) / t,
-        "peak_act_bytes": max(r["peak_act_bytes"] for r in rows),
+        "throughput": metrics["throughput"],
+        "bubble_rate": metrics["bubble_rate"],
+        "peak_act_bytes": metrics["peak_act_bytes"],
         "devices": cfg.parallel.devices if cfg.parallel is not None else 1,
     }
+    return {"models": rows, "summary": summary, "metrics": metrics}
 
 
-#: metrics that depend on the hardware (the others come from the training surrogate)
-HARDWARE_METRICS = ("speedup", "speedup_same_hw", "energy_j", "energy_saving", "area_mm2", "power_w",
-                    "throughput", "bubble_rate", "peak_act_bytes")
+#: the per-model quantities (dse.metrics.QUANTITIES) a model row carries under the same name
+_PER_MODEL = ("time_s", "time_s_bp", "time_s_ref", "energy_j", "energy_j_ref", "bubble_rate", "peak_act_bytes")
 
 
 def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float) -> dict[str, np.ndarray]:
-    """The hardware metrics of ``cfg``'s training knobs over many accelerators at once (arrays (H,)).
+    """The per-hardware metrics (:func:`dse.metrics.per_hardware`) of ``cfg``'s training knobs over many
+    accelerators at once (arrays (H,)).
 
-    The same formulas as :func:`evaluate_hardware` (``speedup`` and ``speedup_same_hw`` as geometric means
-    over the workload's models, ``energy_j`` summed, ``energy_saving``, ``area_mm2``, ``power_w``),
-    vectorized over ``hws`` with no Python loop over configurations: for inner searches over thousands of
-    hardware points per trained configuration.
+    The registry's formulas, as in :func:`evaluate_hardware`, on per-model arrays over ``hws``, with no
+    Python loop over configurations: for inner searches over thousands of hardware points per trained
+    configuration.
     """
     if cfg.parallel is not None:
         raise UsageError("parallel: the vectorized hardware search (strategy hybrid) costs one accelerator; "
@@ -309,17 +298,14 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
     tech = _tech(cfg.technology)
     pk = plan_key(tr)
     scheme = "bp" if tr.scheme == "bp" else None
-    H = len(hws)
-    stash = 0.0
-    log_speed = np.zeros(H)
-    log_same = np.zeros(H)
-    energy = np.zeros(H)
-    time_s = np.zeros(H)
-    energy_ref = 0.0
-    for model in w.models:
+    M, H = len(w.models), len(hws)
+    q = {k: np.zeros((M, H)) for k in ("time_s", "time_s_bp", "energy_j", "bubble_rate", "peak_act_bytes")}
+    q["time_s_ref"], q["energy_j_ref"] = np.zeros((M, 1)), np.zeros((M, 1))
+    q["samples"] = np.full((M, 1), float(w.steps * w.batch))
+    for i, model in enumerate(w.models):
         key = _key(w, model)
         _, ref = _reference(key, w, cfg.reference, cfg.technology)
-        energy_ref += float(ref.energy_total_j)
+        q["time_s_ref"][i], q["energy_j_ref"][i] = ref.time_s, ref.energy_total_j
         for wb in np.unique(hws.word_bytes):
             idx = np.flatnonzero(hws.word_bytes == wb)
             sub = hws.take(idx)
@@ -328,32 +314,29 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
             job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction,
                            scheme=scheme)
             bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")
-            log_speed[idx] += np.log(ref.time_s / job.time_s)
-            log_same[idx] += np.log(bp_here.time_s / job.time_s)
-            energy[idx] += job.energy_total_j
-            time_s[idx] += job.time_s
-            stash = max(stash, float(ops.stash_bytes.sum()))
-    n = len(w.models)
-    return {
-        "speedup": np.exp(log_speed / n),
-        "speedup_same_hw": np.exp(log_same / n),
-        "energy_j": energy,
-        "energy_saving": 1.0 - energy / energy_ref,
-        "area_mm2": np.asarray(area_mm2(hws, tech), dtype=np.float64),
-        "power_w": energy / time_s,
-        **single_device_metrics(time_s, n * w.steps * w.batch, stash),
-    }
+            q["time_s"][i, idx] = job.time_s
+            q["time_s_bp"][i, idx] = bp_here.time_s
+            q["energy_j"][i, idx] = job.energy_total_j
+            q["peak_act_bytes"][i, idx] = float(ops.stash_bytes.sum())  # one accelerator: no bubble
+    q["area_mm2"] = np.asarray(area_mm2(hws, tech), dtype=np.float64)
+    return registry.compute(q, only=lambda m: m.per_hardware)
 
 
-def _geomean(xs: list[float]) -> float:
-    return float(math.exp(np.mean(np.log(xs))))
+def training_metrics(surrogate: dict | None, gp_fraction: float) -> dict[str, float]:
+    """The metrics that do not depend on the hardware: the GP fraction, and the surrogate's figures when it
+    ran (``surrogate``: the surrogate's result as a dict, or None)."""
+    q: dict[str, Any] = {"gp_fraction": gp_fraction}
+    if surrogate is not None:
+        q["surrogate"] = surrogate
+    return registry.compute(q, only=lambda m: not m.per_hardware)
 
 
 def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dict:
     """Every metric of ``cfg``: the surrogate (cached) for accuracy and GP fraction, then the hardware.
 
     Returns ``{"models": [...], "summary": {...}, "metrics": {...}, "surrogate": {...} | None}`` where
-    ``metrics`` holds the study metrics (:data:`METRICS`).
+    ``metrics`` holds every metric of :mod:`dse.metrics` that applies (accuracy figures only when the
+    surrogate ran).
     """
     sur = None
     seeds = tuple(range(cfg.seeds)) if seeds is None else seeds
@@ -365,23 +348,8 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dic
     if cfg.training.scheme == "bp":
         gpf = 0.0
     out = evaluate_hardware(cfg, gpf)
-    s = out["summary"]
-    metrics = {
-        "speedup": s["speedup_geomean"],
-        "speedup_same_hw": s["speedup_same_hw_geomean"],
-        "energy_j": s["energy_j"],
-        "energy_saving": s["energy_saving_total"],
-        "area_mm2": s["area_mm2"],
-        "power_w": s["power_w"],
-        "gp_fraction": gpf,
-        "throughput": s["throughput"],
-        "bubble_rate": s["bubble_rate"],
-        "peak_act_bytes": s["peak_act_bytes"],
-    }
+    out["metrics"] = {**out["metrics"], **training_metrics(sur, gpf)}
     if sur is not None:
-        for k in ("accuracy", "accuracy_drop", "predictor_gain"):
-            metrics[k] = float(sur[k])
         out["proxy"] = sur["proxy"]  # the accuracy figures are this proxy's, not the zoo models'
-    out["metrics"] = metrics
     out["surrogate"] = sur
     return out

@@ -15,9 +15,9 @@ import math
 from pathlib import Path
 
 from dse.errors import UsageError
-from dse.evaluate import METRICS
+from dse import metrics as registry
 from dse.pareto import Point, best as best_point, front, knee, parse_where
-from dse.studyfile import DIRECTIONS, StudySpec
+from dse.studyfile import StudySpec
 
 __all__ = ["export_points", "render", "to_toml", "write_folder"]
 
@@ -35,10 +35,10 @@ def export_points(spec: StudySpec, points: list[Point], *, best: str | None = No
     if pareto:
         return sorted(front(points, spec.directions), key=lambda p: p.number)
     if best is not None:
-        if best not in METRICS:
-            raise UsageError(f"--best: unknown metric {best!r}; allowed: {', '.join(METRICS)}")
-        conds = [parse_where(w, METRICS) for w in where]
-        return [best_point(points, best, DIRECTIONS[best], conds)]
+        if best not in registry.REGISTRY:
+            raise UsageError(f"--best: unknown metric {best!r}; allowed: {', '.join(registry.names())}")
+        conds = [parse_where(w, registry.REGISTRY) for w in where]
+        return [best_point(points, best, registry.get(best).direction, conds)]
     return [knee(points, spec.directions)]
 
 

@@ -1,50 +1,59 @@
 """The hybrid co-search: Optuna samples training knobs; the cheap hardware model searches hardware.
 
 A joint sampler spends a training-surrogate run (seconds) on every trial to learn about hardware it could
-have enumerated for microseconds. The hybrid strategy splits the two:
+have enumerated for microseconds. The hybrid strategy (:class:`Hybrid`, a :class:`dse.strategy.Strategy`)
+splits the two; one step is one training setting:
 
-1. an *outer* Optuna study (stored beside the main one as ``<name>.training``, same sampler and seed) samples
-   only the training knobs;
+1. an *outer* Optuna study, stored beside the main one as ``<name>.training`` (same storage, sampler and
+   directions; its metric names say "best <metric> over the setting's hardware sub-front"), samples only
+   the training knobs; the outer trial is the setting's *claim*: a setting already trained is not trained
+   again (its earlier result is told to the sampler), and one being trained by another worker is left to it;
 2. the surrogate runs once for them (cached);
 3. the hardware space is searched by the vectorized model (:func:`dse.evaluate.hardware_metrics`):
    exhaustively when its grid has at most ``inner_points`` points, otherwise on ``inner_points`` random
    points (seeded); impossible hardware is skipped;
 4. the feasible hardware sub-front (non-dominated in the study's objectives, the training metrics held
    fixed) is thinned to at most ``front_size`` points (evenly along the first hardware objective) and
-   enters the main study as ordinary trials -- enqueued with their parameters and evaluated by the same
-   objective as a joint search (the surrogate is a cache hit), so ``pareto``, ``plot`` and ``export``
-   work unchanged;
-5. the outer study is told, per objective, the best value the sub-front reached (what these training
-   knobs make possible).
+   enters the main study in one batch, as ordinary complete trials recorded exactly as the joint objective
+   records them (the same :func:`dse.study.trial_record` of the same evaluation ``dse evaluate`` runs), so
+   ``pareto``, ``plot`` and ``export`` work unchanged and an export reproduces to the last digit;
+5. the outer trial is told, per objective, the best value the sub-front reached.
 
-The budget counts main-study trials, as for a joint search; ``dse status`` and the benchmark count
-surrogate runs as distinct training settings.
+The budget counts main-study trials, as for a joint search, and is met exactly by several workers
+(``dse run --workers N``, ``dse worker`` on many machines): each batch is admitted trial by trial by
+:meth:`dse.strategy.Runner.admit`. The outer trial runs inside Optuna's ``optimize``, so on PostgreSQL a
+dead worker's setting stops beating and is retried by another worker (on one machine: by process id).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import time
+import warnings
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import moocore
 import numpy as np
 import optuna
 
+from optuna.trial import TrialState
+
 from accel import Hardware, HardwareArray
-from dse.evaluate import HARDWARE_METRICS, evaluate, hardware_metrics
+from dse import metrics as registry
+from dse.evaluate import evaluate, evaluate_hardware, hardware_metrics, training_metrics
 from dse.space import Bundle, Choice, Range
-from dse.runguard import derive_seed, guarded, queue
-from dse.study import (RunResult, _objective, _sampler, _storage, _suggest, budget_state, check_cache,
-                       failed_count, hv_reference, load_points, mask_url, open_study, progress_callback,
-                       recover_dead_workers, storage_url)
-from dse.pareto import front, hypervolume
+from dse.runguard import derive_seed
+from dse.strategy import Runner, Strategy
+from dse.study import (CONSTRAINTS_ATTR, TrialFailed, _owner, _sampler, _storage, _suggest, distribution,
+                       recover_dead_workers, trial_record)
 from dse.studyfile import StudySpec
 from models.surrogate import SurrogateConfig
 
-__all__ = ["run_hybrid", "hardware_candidates"]
+__all__ = ["Hybrid", "hardware_candidates", "TRAINING_SUFFIX"]
+
+#: the outer study's name is the main study's plus this
+TRAINING_SUFFIX = ".training"
 
 #: training settings in a row that bring nothing new before the run ends (the space is exhausted)
 _MAX_REPEATS = 50
@@ -63,13 +72,20 @@ def _knob_values(knob) -> list | None:
     return None
 
 
+def _whole_grid(spec: StudySpec, max_points: int) -> bool:
+    """Whether the hardware search is the whole grid (finite, at most ``max_points`` points), the same for
+    every training setting."""
+    grids = [_knob_values(k) for n, k in spec.space.searched() if n.startswith("hardware.")]
+    return all(g is not None for g in grids) and math.prod(len(g) for g in grids) <= max_points
+
+
 def hardware_candidates(spec: StudySpec, *, max_points: int, seed: int) -> list[dict[str, Any]]:
     """Hardware knob assignments (parameter name -> value) to search: the whole grid if it is finite and
     has at most ``max_points`` points, else ``max_points`` random points."""
     knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("hardware.")]
     rng = np.random.default_rng(seed)
     grids = [_knob_values(k) for _, k in knobs]
-    if all(g is not None for g in grids) and math.prod(len(g) for g in grids) <= max_points:
+    if _whole_grid(spec, max_points):
         return [dict(zip([n for n, _ in knobs], combo)) for combo in itertools.product(*grids)]
     out = []
     for _ in range(max_points):
@@ -104,134 +120,168 @@ def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
     return order[picks]
 
 
-def run_hybrid(spec: StudySpec, *, storage: str | None = None, trials: int | None = None,
-               timeout: float | None = None, progress: Callable[[dict], None] | None = None,
-               inner_points: int | None = None, front_size: int | None = None,
-               stop: Callable[[optuna.Study], bool] | None = None) -> RunResult:
-    """Run (or resume) ``spec`` with the hybrid strategy until ``trials`` main-study trials are done
-    (or ``stop(main_study)`` returns True, checked before each training setting)."""
-    budget = trials or spec.trials
-    inner_points = inner_points or spec.inner_points
-    front_size = front_size or spec.front_size
-    url = storage_url(spec, storage)
-    check_cache()
-    main = open_study(spec, url, create=True)  # its trials are all enqueued: its sampler is never asked
-    recover_dead_workers(main)
-    train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
-    outer_store = _storage(url)
-    outer_name = f"{spec.name}.training"
-    outer = optuna.create_study(storage=outer_store, study_name=outer_name, directions=spec.directions,
-                                load_if_exists=True)
-    for t in outer.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        outer.tell(t.number, state=optuna.trial.TrialState.FAIL)  # left by an interrupted run
-    # seeded by the history's length, so that a resumed run does not replay the first run's samples
-    if spec.sampler == "grid":
-        # the grid of training settings, in a seeded order; each is asked once (enqueued), then the run ends
-        grid = [dict(zip([n for n, _ in train_knobs], combo))
-                for combo in itertools.product(*[k.values() for _, k in train_knobs])]
-        np.random.default_rng(spec.seed).shuffle(grid)
-        outer = optuna.load_study(storage=outer_store, study_name=outer_name,
-                                  sampler=optuna.samplers.RandomSampler(seed=spec.seed))
-    else:
-        grid = None
-        outer = optuna.load_study(storage=outer_store, study_name=outer_name,
-                                  sampler=_sampler(spec, derive_seed(spec.seed, len(outer.trials))))
-    ref = hv_reference(spec)
-    objective = _objective(spec, budget)
-    maxi = np.array([d == "maximize" for d in spec.directions])
-    hw_metrics = [m for m in spec.metrics if m in HARDWARE_METRICS]
-    interrupted = False
-    t0 = time.monotonic()
-    entered = {_key(t.params) for t in main.get_trials(deepcopy=False)}
-    repeats = 0  # consecutive training settings that brought nothing new
+class Hybrid(Strategy):
+    """The hybrid strategy (see the module's docstring)."""
 
-    callback = progress_callback(spec, budget, ref, progress)
-    try:
-        with guarded(url) as guard:
-            guard.watch(main)
-            while budget_state(main)["done"] < budget:
-                guard.check()
-                if timeout is not None and time.monotonic() - t0 > timeout:
-                    break
-                if stop is not None and stop(main):
-                    break
-                if grid is not None:
-                    if len(outer.trials) >= len(grid):
-                        repeats = _MAX_REPEATS  # every training setting of the grid has been searched
-                        break
-                    outer.enqueue_trial(grid[len(outer.trials)])
-                ot = outer.ask()
-                tparams = {n: _suggest(ot, n, k) for n, k in train_knobs}
-                training = {**spec.base.training.to_dict(),
-                            **spec.space.split(tparams, section="training").get("training", {})}
-                try:
-                    cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
-                    with guard.raising():  # a signal stops the training at once
-                        sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
-                except (ValueError, TypeError, FloatingPointError) as e:
-                    ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
-                    outer.tell(ot, state=optuna.trial.TrialState.FAIL)
-                    repeats += 1
-                    if repeats >= _MAX_REPEATS:
-                        break
-                    continue
-                gpf = sur["metrics"]["gp_fraction"]
-                cands = hardware_candidates(spec, max_points=inner_points, seed=spec.seed + len(outer.trials))
-                hws, keep = [], []
-                for c in cands:
-                    h = _hardware(spec, c)
-                    if h is not None:
-                        hws.append(h)
-                        keep.append(c)
-                if not hws:
-                    ot.set_user_attr("fail_reason", "no possible hardware point")
-                    outer.tell(ot, state=optuna.trial.TrialState.FAIL)
-                    repeats += 1
-                    if repeats >= _MAX_REPEATS:
-                        break
-                    continue
-                arr = HardwareArray.from_list(hws)
-                hm = hardware_metrics(cfg, arr, gpf)
-                # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
-                metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items()
-                              if k not in hm}, **hm}
-                viol = np.zeros(len(hws))  # summed constraint violation per hardware point (0: feasible)
-                for c in spec.constraints:
-                    viol += np.maximum(0.0, c.violation(metrics[c.metric]))
-                idx = np.flatnonzero(viol <= 0)
-                if len(idx):
-                    vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
-                    nd = moocore.is_nondominated(vals, maximise=maxi.tolist())
-                    idx = idx[nd]
-                    key = metrics[hw_metrics[0]] if hw_metrics else np.zeros(len(hws))
-                    idx = _thin(idx, key, front_size)
-                else:  # nothing feasible: enter the least-violating point, so the study records why
-                    idx = np.array([int(np.argmin(viol))])
-                best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
-                        for m, mx in zip(spec.metrics, maxi)]
-                # a setting proposed again: enter only hardware points not in the study yet
-                new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
-                new = new[:budget - budget_state(main)["done"]]
-                for i in new:
-                    queue(main, {**tparams, **keep[i]})  # failed if the run stops before running it
-                    entered.add(_key({**tparams, **keep[i]}))
-                if new:
-                    main.optimize(objective, n_trials=len(new), catch=(Exception,), callbacks=[callback],
-                                  gc_after_trial=False)
-                    guard.check()
-                outer.tell(ot, best)
-                repeats = 0 if new else repeats + 1
-                if repeats >= _MAX_REPEATS:  # the sampler keeps proposing settings whose sub-fronts are all entered
-                    break
-    except KeyboardInterrupt:
-        interrupted = True
-        for t in outer.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            outer.tell(t.number, state=optuna.trial.TrialState.FAIL)
-    pts = load_points(main, spec)
-    return RunResult(finished=budget_state(main)["done"], budget=budget, complete=len(pts),
-                     front=len(front(pts, spec.directions)), hypervolume=hypervolume(pts, spec.directions, ref),
-                     interrupted=interrupted, storage=mask_url(url), failed=failed_count(main),
-                     surrogate_runs=len(outer.trials), exhausted=repeats >= _MAX_REPEATS)
+    name = "hybrid"
+
+    def __init__(self, spec: StudySpec, runner: Runner) -> None:
+        super().__init__(spec, runner)
+        self.train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+        store = _storage(runner.url, heartbeat=runner.heartbeat)
+        name = f"{spec.name}{TRAINING_SUFFIX}"
+        outer = optuna.create_study(storage=store, study_name=name, directions=spec.directions,
+                                    load_if_exists=True)
+        if outer.metric_names is None:
+            with warnings.catch_warnings():  # experimental since Optuna 3.2, stable in use
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                outer.set_metric_names([f"best {m}" for m in spec.metrics])
+            outer.set_user_attr("description", f"internal to the dse study {spec.name!r} (hybrid strategy): one "
+                                "trial per training setting trained by the surrogate; its values are the best "
+                                "each objective reached over the setting's hardware sub-front, whose points "
+                                f"are trials of {spec.name!r}")
+        self.grid = None
+        if spec.sampler == "grid":
+            # the grid of training settings in a seeded order; each is proposed once, then the run ends
+            self.grid = [dict(zip([n for n, _ in self.train_knobs], combo))
+                         for combo in itertools.product(*[k.values() for _, k in self.train_knobs])]
+            np.random.default_rng(spec.seed).shuffle(self.grid)
+            sampler = optuna.samplers.RandomSampler(seed=spec.seed)
+        else:
+            # seeded by worker and history, so that a resumed run does not replay the first run's samples
+            sampler = _sampler(spec, derive_seed(spec.seed, 1000 * runner.worker, len(outer.trials)))
+        self.outer = optuna.load_study(storage=store, study_name=name, sampler=sampler)
+        self.maxi = np.array([d == "maximize" for d in spec.directions])
+        self.hw_metrics = [m for m in spec.metrics if m in registry.per_hardware()]
+        self.dists = {n: distribution(k) for n, k in spec.space.searched()}
+        self.repeats = 0  # consecutive training settings that brought nothing new
+        self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
+        self.entered = 0
+
+    # -- one step: one training setting ------------------------------------------------------------------
+    def step(self) -> bool:
+        recover_dead_workers(self.outer)
+        if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            taken = {_key(t.params) for t in self.outer.get_trials(deepcopy=False)
+                     if t.state != TrialState.FAIL or t.user_attrs.get("fail_reason")}
+            todo = [g for g in self.grid if _key(g) not in taken]
+            if not todo:
+                return False  # every training setting of the grid has been searched
+            self.outer.enqueue_trial(todo[0])
+        self.entered = 0
+        self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        self.repeats = 0 if self.entered else self.repeats + 1
+        return self.repeats < _MAX_REPEATS
+
+    def _setting(self, ot: optuna.Trial) -> list[float]:
+        spec, runner = self.spec, self.runner
+        ot.set_user_attr("worker", _owner())
+        tparams = {n: _suggest(ot, n, k) for n, k in self.train_knobs}
+        same = [t for t in self.outer.get_trials(deepcopy=False)
+                if t.number != ot.number and t.params == tparams]
+        done = [t for t in same if t.state == TrialState.COMPLETE]
+        if done:  # trained already: tell the sampler its result again, train nothing
+            ot.set_user_attr("same_as", done[0].number)
+            return list(done[0].values)
+        busy = [t for t in same if t.state == TrialState.RUNNING and t.number < ot.number]
+        if busy:
+            ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
+            raise optuna.TrialPruned("claimed by another worker")
+        training = {**spec.base.training.to_dict(),
+                    **spec.space.split(tparams, section="training").get("training", {})}
+        ot.set_user_attr("trained", True)
+        try:
+            cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
+            with self.guard.raising():  # a signal stops the training at once
+                sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
+        except (ValueError, TypeError, FloatingPointError) as e:
+            ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+            raise
+        gpf = sur["metrics"]["gp_fraction"]
+        keep, arr = self._candidates(spec.seed + ot.number)
+        if arr is None:
+            ot.set_user_attr("fail_reason", "no possible hardware point")
+            raise TrialFailed("no possible hardware point")
+        hm = hardware_metrics(cfg, arr, gpf)
+        hws = keep
+        # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
+        metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
+        viol = np.zeros(len(hws))  # summed constraint violation per hardware point (0: feasible)
+        for c in spec.constraints:
+            viol += np.maximum(0.0, c.violation(metrics[c.metric]))
+        idx = np.flatnonzero(viol <= 0)
+        if len(idx):
+            vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
+            nd = moocore.is_nondominated(vals, maximise=self.maxi.tolist())
+            idx = idx[nd]
+            key = metrics[self.hw_metrics[0]] if self.hw_metrics else np.zeros(len(hws))
+            idx = _thin(idx, key, spec.front_size)
+        else:  # nothing feasible: enter the least-violating point, so the study records why
+            idx = np.array([int(np.argmin(viol))])
+        best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
+                for m, mx in zip(spec.metrics, self.maxi)]
+        runner.refresh()
+        entered = runner.tracker.keys
+        new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered][:runner.remaining()]
+        self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number)
+        return best
+
+    def _candidates(self, seed: int) -> tuple[list[dict], HardwareArray | None]:
+        """The possible hardware points to search (knob values, and their accelerators as one array); the
+        whole grid is built once per run, sampled points per setting."""
+        if self._hw_grid is not None:
+            return self._hw_grid
+        keep, hws = [], []
+        for c in hardware_candidates(self.spec, max_points=self.spec.inner_points, seed=seed):
+            h = _hardware(self.spec, c)
+            if h is not None:
+                hws.append(h)
+                keep.append(c)
+        out = (keep, HardwareArray.from_list(hws) if hws else None)
+        if _whole_grid(self.spec, self.spec.inner_points):
+            self._hw_grid = out
+        return out
+
+    def _enter(self, points: list[dict], sur: dict, gpf: float, setting: int) -> int:
+        """Enter ``points`` (knob values) in the main study in one batch; returns how many were admitted."""
+        if not points:
+            return 0
+        spec, runner = self.spec, self.runner
+        st, sid = runner.study._storage, runner.study._study_id
+        training = training_metrics(sur["surrogate"], gpf)
+        templates = []
+        for params in points:  # every point costed first, so that its trial is running for milliseconds
+            cfg = replace(spec.configuration(params), seeds=spec.seeds)
+            out = evaluate_hardware(cfg, gpf)  # what `dse evaluate` runs for it: exports reproduce exactly
+            rec = trial_record(spec, cfg, {"metrics": {**out["metrics"], **training}, "models": out["models"],
+                                           "surrogate": sur["surrogate"]})
+            templates.append((optuna.trial.create_trial(
+                state=TrialState.RUNNING, params=params, distributions={n: self.dists[n] for n in params},
+                user_attrs={**rec["user_attrs"], "worker": _owner(), "training_trial": setting},
+                system_attrs={CONSTRAINTS_ATTR: rec["constraints"]}), rec["values"]))
+        made = []
+        for template, values in templates:
+            tid = st.create_new_trial(sid, template_trial=template)
+            if runner.heartbeat:
+                st.record_heartbeat(tid)  # a worker dying now leaves a trial other machines can retry
+            made.append((tid, st.get_trial_number_from_id(tid), values))
+        runner.refresh()
+        admitted = 0
+        for tid, number, values in made:
+            try:
+                if runner.tracker.counting_before(number) < runner.budget:
+                    st.set_trial_state_values(tid, TrialState.COMPLETE, values)
+                    admitted += 1
+                else:
+                    st.set_trial_user_attr(tid, "fail_reason", "budget reached by other workers")
+                    st.set_trial_state_values(tid, TrialState.PRUNED)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # taken for a dead worker's by another process (and queued again): it counts once
+        return admitted
+
+    def figures(self) -> dict:
+        trained = sum(1 for t in self.outer.get_trials(deepcopy=False) if t.user_attrs.get("trained"))
+        return {"surrogate_runs": trained}
 
 
 def _key(params: dict) -> tuple:

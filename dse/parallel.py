@@ -24,8 +24,9 @@ import time
 from dse.errors import UsageError
 from dse.pareto import front, hypervolume
 from dse.runguard import drop_queued
-from dse.study import (RunResult, budget_state, check_cache, default_heartbeat, failed_count, hv_reference,
-                       load_points, mask_url, open_study, recover_dead_workers, storage_url)
+from dse.strategy import BudgetTracker, _Front
+from dse.study import (RunResult, check_cache, default_heartbeat, failed_count, hv_reference, load_points,
+                       mask_url, open_study, point_of, recover_dead_workers, storage_url)
 from dse.studyfile import StudySpec
 
 __all__ = ["run_workers", "max_workers"]
@@ -49,7 +50,8 @@ def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> s
     session: Ctrl-C reaches the parent, which stops every worker once; stderr goes to a file (a pipe read
     only at exit could fill up and block the worker)."""
     cmd = [sys.executable, "-m", "dse.cli", "worker", str(spec.path), "--storage", url, "--index", str(index),
-           "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--joint", "--quiet"]
+           "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--strategy",
+           spec.strategy, "--quiet"]
     env = dict(os.environ)
     env.pop("DSE_STORAGE", None)
     env["DSE_PARENT_PID"] = str(os.getpid())  # the worker stops when this process is gone
@@ -73,7 +75,9 @@ def _stderr(p: subprocess.Popen) -> str:
 
 
 def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, timeout: float | None = None,
-                quiet: bool = False, poll: float = 0.5, max_restarts: int | None = None) -> RunResult:
+                quiet: bool = False, poll: float = 0.5, max_restarts: int | None = None,
+                accept_changes: bool = False) -> RunResult:
+    """Run ``spec`` (either strategy) with ``workers`` local ``dse worker`` processes to its budget."""
     if spec.path is None:
         raise ValueError("run_workers needs a study read from a file (workers load it by path)")
     limit = max_workers()
@@ -82,7 +86,8 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                          f"{os.cpu_count() or 1} cores); set DSE_MAX_WORKERS to allow more")
     url = storage_url(spec, storage, journal=True)
     check_cache()
-    study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url))
+    study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url), accept_changes=accept_changes)
+    tracker, fr = BudgetTracker(study), _Front(spec, hv_reference(spec))
     budget = spec.trials
     ref = hv_reference(spec)
     logdir = tempfile.mkdtemp(prefix="dse-workers-")
@@ -144,15 +149,19 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                         msg = err.splitlines()[-1] if err else f"worker {i} rejected its input"
                         raise UsageError(msg.removeprefix("dse: error: "))
                     recover_dead_workers(study)
-                    if budget_state(study)["done"] < budget and restarts < max_restarts:
+                    if tracker.refresh()["done"] < budget and restarts < max_restarts:
                         procs[next_index] = _spawn(spec, url, next_index, budget, logdir)
                         next_index += 1
                         restarts += 1
-            b = budget_state(study)
+            b = tracker.refresh()
+            for t in tracker.new_complete:
+                p = point_of(t, spec)
+                if p is not None:
+                    fr.add(p)
+            tracker.new_complete = []
             if bar is not None and b["done"] != last_done:
-                pts = load_points(study, spec)
-                bar.update(task, completed=min(b["done"], budget), front=len(front(pts, spec.directions)),
-                           hv=f"{hypervolume(pts, spec.directions, ref):.4g}", w=len(procs))
+                bar.update(task, completed=min(b["done"], budget), front=len(fr.points),
+                           hv=f"{fr.hypervolume:.4g}", w=len(procs))
                 last_done = b["done"]
             if not procs:
                 break
@@ -169,7 +178,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
         shutil.rmtree(logdir, ignore_errors=True)
         drop_queued(study)  # retries this process queued for workers that are gone
     pts = load_points(study, spec)
-    b = budget_state(study)
+    b = tracker.refresh()
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(front(pts, spec.directions)),
                      hypervolume=hypervolume(pts, spec.directions, ref), interrupted=interrupted,
                      storage=mask_url(url), failed=failed_count(study), worker_errors=errors,

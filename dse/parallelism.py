@@ -39,8 +39,7 @@ from accel.pipeline import SCHEDULES, Link, ModelPipeline, model_pipeline, pipel
 from dse.errors import UsageError
 from dse.schema import check_keys, take
 
-__all__ = ["ParallelConfig", "FIELDS", "microbatch_size", "model_stages", "evaluate_parallel",
-           "single_device_metrics"]
+__all__ = ["ParallelConfig", "FIELDS", "microbatch_size", "model_stages", "evaluate_parallel"]
 
 
 @dataclass(frozen=True)
@@ -183,9 +182,3 @@ def evaluate_parallel(cfg, gp_fraction: float) -> list[dict]:
         })
     return rows
 
-
-def single_device_metrics(time_s: float, samples: int, stash_bytes: float) -> dict:
-    """``throughput``, ``bubble_rate`` and ``peak_act_bytes`` of a job on one accelerator."""
-    t = np.asarray(time_s, dtype=np.float64)
-    out = {"throughput": samples / t, "bubble_rate": np.zeros_like(t), "peak_act_bytes": np.full_like(t, stash_bytes)}
-    return {k: float(v) for k, v in out.items()} if t.ndim == 0 else out

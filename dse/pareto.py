@@ -4,9 +4,9 @@ Non-dominated sorting and hypervolume come from moocore (a well-kept C library w
 trial is *feasible* when every constraint value it recorded is <= 0 (Optuna's convention); only complete,
 feasible trials enter a front, a hypervolume, or an export.
 
-Hypervolume reference point: per objective, ``[hypervolume]`` in the study file, else
-:data:`dse.studyfile.DEFAULT_HV_REFERENCE`; for ``energy_j``, ``area_mm2`` and ``power_w`` twice the
-reference accelerator's plain-BP figure. Points that do not strictly improve on it in every objective add
+Hypervolume reference point: per objective, ``[hypervolume]`` in the study file, else the metric's
+default in :mod:`dse.metrics` (for ``energy_j``, ``area_mm2``, ``power_w`` and ``peak_act_bytes`` twice the
+reference accelerator's plain-BP figure). Points that do not strictly improve on it in every objective add
 nothing to the hypervolume.
 
 Knee: on the front, each objective is scaled to [0, 1] (0 = best value on the front); the knee is the

@@ -10,18 +10,12 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from dse.evaluate import METRICS
 from dse.pareto import front, hypervolume
 from dse.study import hv_reference, load_points
 from dse.studyfile import StudySpec
+from dse.views import label_of as _label
 
 __all__ = ["make_plots"]
-
-
-def _label(metric: str, direction: str | None = None) -> str:
-    unit = METRICS.get(metric, "")
-    arrow = {"maximize": " (higher is better)", "minimize": " (lower is better)"}.get(direction or "", "")
-    return f"{metric} [{unit}]{arrow}"
 
 
 def _save(fig, folder: Path, stem: str) -> list[Path]:

@@ -1,12 +1,14 @@
-"""Running a study with Optuna: storage, sampler, objective, budget, progress, and reading results back.
+"""Studies in Optuna's storages: storage URLs, samplers, opening a study (checked against its file), the
+joint objective, dead-worker recovery, and reading trials back as plain data.
 
-The Python API (the CLI is a thin layer over it)::
+The public API is :mod:`dse` (``dse.load_study``, ``dse.run``, ``dse.open_study``); this module is the
+layer under it and under the strategies (:mod:`dse.strategy`)::
 
     from dse.studyfile import load_study
-    from dse.study import run, load_points
+    from dse.study import open_study, load_points, run
     spec = load_study("studies/quickstart.toml")
-    run(spec)                                  # creates or resumes; stops at spec.trials finished trials
-    points = load_points(spec)                 # every complete trial as plain data
+    run(spec)                                  # its strategy; creates or resumes; stops at spec.trials
+    points = load_points(open_study(spec, create=False), spec)   # every complete trial as plain data
 
 Storage: a SQLite file beside the study file (``<name>.db``) unless a URL is given (``--storage`` or the
 ``DSE_STORAGE`` environment variable): ``sqlite:///path.db``, ``postgresql://user:pw@host/db`` (Optuna's
@@ -23,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -31,17 +34,18 @@ import optuna
 from optuna.trial import TrialState
 
 from dse import runguard
+from dse import metrics as registry
 from dse.errors import UsageError
-from dse.runguard import derive_seed, guarded
+from dse.runguard import guarded
 from dse.storage import (SafeJournalFileBackend, mask_url, normalize_url, readable_copy, repair_journal,
                          storage_fault)
 from dse.evaluate import evaluate, evaluate_hardware
-from dse.pareto import Point, front, hypervolume
+from dse.pareto import Point
 from dse.space import Bundle, Choice, Range
-from dse.studyfile import DEFAULT_HV_REFERENCE, StudySpec
+from dse.studyfile import StudySpec
 
-__all__ = ["run", "open_study", "load_points", "storage_url", "mask_url", "hv_reference", "TrialFailed",
-           "RunResult", "FINISHED"]
+__all__ = ["run", "open_study", "load_points", "point_of", "trial_record", "storage_url", "mask_url",
+           "hv_reference", "TrialFailed", "RunResult", "FINISHED"]
 
 #: trial states that have ended (whether they count toward the budget is decided by ``_counts``)
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
@@ -164,8 +168,15 @@ def _sampler(spec: StudySpec, seed: int):
 
 
 def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = True, seed: int | None = None,
-               heartbeat: int | None = None) -> optuna.Study:
-    """Create or load the study ``spec.name`` in its storage (the spec is stored with it)."""
+               heartbeat: int | None = None, accept_changes: bool = False) -> optuna.Study:
+    """Create or load the study ``spec.name`` in its storage, checked against the file it was made from.
+
+    The study stores ``spec.identity()`` (strategy, base configuration, space, objectives, constraints,
+    surrogate seeds) as the user attribute ``dse_study_file``; opening it with a spec whose identity differs
+    raises :class:`UsageError` naming the first change, unless ``accept_changes`` (``--accept-changes``):
+    then the stored identity becomes the new one and the study goes on (its earlier trials are kept and
+    judged by the new constraints). The metric names are set on the study (optuna-dashboard shows them).
+    """
     url = storage_url(spec, storage)
     if not create and url.startswith("sqlite:///") and ":memory:" not in url \
             and not Path(url[len("sqlite:///"):]).exists():
@@ -196,41 +207,95 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
     if stored != spec.directions:
         raise UsageError(f"study {spec.name!r} in {mask_url(url)} has objectives directed {stored}, the file "
                          f"says {spec.directions}; use another [study] name for a different search")
-    if create and "dse_spec" not in study.user_attrs:
-        study.set_user_attr("dse_spec", spec.raw)
-        study.set_user_attr("dse_objectives", spec.metrics)
+    _check_identity(study, spec, url, create=create, accept_changes=accept_changes)
     return study
 
 
+def _check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool
+                    ) -> None:
+    from dse.studyfile import identity_change
+
+    attrs = study.user_attrs
+    now = spec.identity()
+    old = attrs.get(IDENTITY_ATTR)
+    if old is not None:
+        change = identity_change(old, now)
+        if change and not accept_changes:
+            raise UsageError(
+                f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
+                "give [study] name a new value to start a new study, or rerun with --accept-changes to "
+                "continue this one with the file as it is now")
+        if not change:
+            return
+        fixed = [n for n in now["space"] if n in old.get("space", {}) and old["space"][n] != now["space"][n]
+                 and isinstance(old["space"][n], list) and isinstance(now["space"][n], list)]
+        if fixed:
+            raise UsageError(
+                f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
+                f"the choices of space.{fixed[0]} cannot change within a study (Optuna fixes a categorical "
+                "knob's choices), so give [study] name a new value to start a new study")
+    if not (create or accept_changes):
+        return  # a read-only look at a study made before studies remembered their file
+    study.set_user_attr(IDENTITY_ATTR, now)
+    if study.metric_names != spec.metrics:
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, stable in use
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(spec.metrics)
+    study.set_user_attr("description", describe(spec))
+
+
+#: the study user attribute holding :meth:`StudySpec.identity`
+IDENTITY_ATTR = "dse_study_file"
+
+
+def describe(spec: StudySpec) -> str:
+    """One line about a study, stored with it (optuna-dashboard shows user attributes)."""
+    units = ", ".join(f"{o.direction} {registry.get(o.metric).label()}" for o in spec.objectives)
+    cons = ", ".join(f"{i}: {c}" for i, c in enumerate(spec.constraints)) or "none"
+    return f"dse study ({spec.strategy} strategy): objectives {units}; constraints {cons}"
+
+
 def hv_reference(spec: StudySpec) -> list[float]:
-    """The hypervolume reference point, in objective order (see :mod:`dse.pareto`)."""
+    """The hypervolume reference point, in objective order: ``[hypervolume]`` in the study file, else each
+    metric's default (:mod:`dse.metrics`: a fixed value, or a factor times the reference accelerator's
+    plain-BP figure)."""
     ref = []
     base = None
     for o in spec.objectives:
+        m = registry.get(o.metric)
         if o.metric in spec.hv_reference:
             ref.append(spec.hv_reference[o.metric])
-        elif o.metric in DEFAULT_HV_REFERENCE:
-            ref.append(DEFAULT_HV_REFERENCE[o.metric])
+        elif m.hv_reference is not None:
+            ref.append(m.hv_reference)
         else:
-            if base is None:
-                # the reference accelerator running plain BP: its energy, area and power, doubled
+            if base is None:  # the reference accelerator running plain BP
                 cfg = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(
                     scheme="bp"), parallel=None)
-                s = evaluate_hardware(cfg, 0.0)["summary"]
-                base = {k: s[k] for k in ("energy_j", "area_mm2", "power_w", "peak_act_bytes")}
-            ref.append(2.0 * base[o.metric])
+                base = evaluate_hardware(cfg, 0.0)["metrics"]
+            ref.append(m.hv_baseline_factor * base[o.metric])
     return ref
 
 
-def _suggest(trial: optuna.Trial, name: str, knob) -> Any:
+def distribution(knob) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of a searched knob (the one place knobs map to Optuna's types)."""
+    D = optuna.distributions
     if isinstance(knob, Choice):
-        return trial.suggest_categorical(name, list(knob.choices))
+        return D.CategoricalDistribution(list(knob.choices))
     if isinstance(knob, Bundle):
-        return trial.suggest_categorical(name, knob.labels())
+        return D.CategoricalDistribution(knob.labels())
     assert isinstance(knob, Range)
     if knob.integer:
-        return trial.suggest_int(name, int(knob.low), int(knob.high), step=int(knob.step or 1), log=knob.log)
-    return trial.suggest_float(name, knob.low, knob.high, step=knob.step, log=knob.log)
+        return D.IntDistribution(int(knob.low), int(knob.high), step=int(knob.step or 1), log=knob.log)
+    return D.FloatDistribution(knob.low, knob.high, step=knob.step, log=knob.log)
+
+
+def _suggest(trial: optuna.Trial, name: str, knob) -> Any:
+    d = distribution(knob)
+    if isinstance(d, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(name, list(d.choices))
+    if isinstance(d, optuna.distributions.IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+    return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
 
 
 _owner = runguard.owner  # ``host:pid:start`` of this process, recorded on each trial it runs
@@ -277,21 +342,19 @@ def budget_state(study: optuna.Study) -> dict:
     return {"done": done, "active": len(counted) - done, "waiting": waiting}
 
 
-def _objective(spec: StudySpec, budget: int) -> Callable[[optuna.Trial], list[float]]:
+def _objective_for(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[float]]:
+    """The joint objective: sample every knob, evaluate, record. ``runner`` (:class:`dse.strategy.Runner`)
+    admits the trial within the budget."""
 
     def objective(trial: optuna.Trial) -> list[float]:
         trial.set_user_attr("worker", _owner())
-        trials = trial.study.get_trials(deepcopy=False)
-        me = next(t for t in trials if t.number == trial.number)
-        retry = me.system_attrs.get("failed_trial", me.user_attrs.get("retry_of")) is not None
-        if not retry:
-            # exact budget with several workers: this trial runs only if fewer than `budget` counting
-            # trials precede it (trial numbers are assigned atomically by the storage)
-            retried = _retried(trials)
-            before = sum(1 for t in trials if t.number < trial.number and _counts(t, retried))
-            if before >= budget:
-                trial.set_user_attr("fail_reason", "budget reached by other workers")
-                raise optuna.TrialPruned("budget reached")
+        attrs = trial.study._storage.get_trial(trial._trial_id)
+        retry = attrs.system_attrs.get("failed_trial", attrs.user_attrs.get("retry_of")) is not None
+        # exact budget with several workers: a new trial runs only if fewer than `budget` counting trials
+        # precede it (a retry replaces a trial that no longer counts)
+        if not retry and not runner.admit(trial.number):
+            trial.set_user_attr("fail_reason", "budget reached by other workers")
+            raise optuna.TrialPruned("budget reached")
         guard = runguard.current
         try:
             with guard.raising():  # a signal stops the trial here, never inside Optuna's bookkeeping
@@ -331,24 +394,55 @@ def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
         trial.set_user_attr("fail_reason", reason)
         raise TrialFailed(reason) from None
     cfg = replace(cfg, seeds=spec.seeds)  # study files have no [schedule]: the surrogate always runs
-    out = evaluate(cfg)
+    try:
+        rec = trial_record(spec, cfg, evaluate(cfg))
+    except TrialFailed as e:
+        trial.set_user_attr("fail_reason", str(e))
+        raise
+    for k, v in rec["user_attrs"].items():
+        trial.set_user_attr(k, v)
+    trial.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_ATTR, rec["constraints"])
+    return rec["values"]
+
+
+#: The trial system attribute holding the constraint values, a list in the order of the study's
+#: constraints (<= 0 when satisfied). Optuna reads this format as ``trial.constraints`` = {"0": ..., ...}
+#: and optuna-dashboard (0.21) shows feasibility only from it, not from Optuna 5's named
+#: ``Trial.set_constraint`` keys; the constraints' names are in the study's ``description``.
+CONSTRAINTS_ATTR = "constraints"
+
+
+def trial_record(spec: StudySpec, cfg, out: dict) -> dict:
+    """What a trial stores for an evaluation ``out`` of configuration ``cfg`` (:func:`dse.evaluate.evaluate`
+    or the hybrid's batch): its objective ``values``, ``user_attrs`` (metrics, per-model figures, surrogate
+    figures, the full configuration) and ``constraints`` (violations in the study's order, <= 0 when
+    satisfied)."""
     metrics = out["metrics"]
-    missing = [m for m in spec.metrics if m not in metrics]
+    missing = [m for m in spec.metrics + [c.metric for c in spec.constraints] if m not in metrics]
     if missing:
-        reason = f"metric {missing[0]} was not computed"
-        trial.set_user_attr("fail_reason", reason)
-        raise TrialFailed(reason)
-    trial.set_user_attr("metrics", metrics)
-    trial.set_user_attr("models", [{k: r[k] for k in ("model", "speedup", "speedup_same_hw", "energy_j",
-                                                        "energy_saving", "step_ms_scheme_bp", "step_ms_gp")}
-                                   for r in out["models"]])
-    if out["surrogate"] is not None:
-        trial.set_user_attr("surrogate", {k: v for k, v in out["surrogate"].items()
-                                          if isinstance(v, (int, float, str, bool))})
-    trial.set_user_attr("config", cfg.to_dict())
-    for c in spec.constraints:
-        trial.set_constraint(str(c), c.violation(metrics[c.metric]))
-    return [metrics[m] for m in spec.metrics]
+        raise TrialFailed(f"metric {missing[0]} was not computed")
+    attrs = {"metrics": metrics,
+             "models": [{k: r[k] for k in ("model", "speedup", "speedup_same_hw", "energy_j", "energy_saving",
+                                           "step_ms_scheme_bp", "step_ms_gp")} for r in out["models"]]}
+    if out.get("surrogate") is not None:
+        attrs["surrogate"] = {k: v for k, v in out["surrogate"].items() if isinstance(v, (int, float, str, bool))}
+    attrs["config"] = cfg.to_dict()
+    return {"values": [metrics[m] for m in spec.metrics], "user_attrs": attrs,
+            "constraints": [float(c.violation(metrics[c.metric])) for c in spec.constraints]}
+
+
+def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
+    """A complete trial as a :class:`Point` (None for any other). Feasibility is judged by the study's
+    constraints (the spec, which :func:`open_study` checked against the study) on the trial's metrics."""
+    if t.state != TrialState.COMPLETE or t.values is None:
+        return None
+    metrics = dict(t.user_attrs.get("metrics", {}))
+    if all(c.metric in metrics for c in spec.constraints):
+        feasible = all(c.violation(metrics[c.metric]) <= 0 for c in spec.constraints)
+    else:
+        feasible = all(v <= 0 for v in t.constraints.values())
+    return Point(number=t.number, values=tuple(float(v) for v in t.values), metrics=metrics,
+                 params=dict(t.params), feasible=feasible, config=dict(t.user_attrs.get("config", {})))
 
 
 def check_cache() -> None:
@@ -360,15 +454,9 @@ def check_cache() -> None:
 
 
 def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
-    pts = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.values is None:
-            continue
-        feasible = all(v <= 0 for v in t.constraints.values())
-        pts.append(Point(number=t.number, values=tuple(float(v) for v in t.values),
-                         metrics=dict(t.user_attrs.get("metrics", {})), params=dict(t.params),
-                         feasible=feasible, config=dict(t.user_attrs.get("config", {}))))
-    return pts
+    """Every complete trial of ``study`` as a :class:`Point`."""
+    pts = (point_of(t, spec) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return [p for p in pts if p is not None]
 
 
 class RunResult(dict):
@@ -403,70 +491,9 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
     return out
 
 
-def progress_callback(spec: StudySpec, budget: int, ref: list[float], progress: Callable[[dict], None] | None):
-    """An Optuna callback that reports the budget, the front's size and its hypervolume after each trial."""
+def run(spec: StudySpec, **kw) -> RunResult:
+    """Run (or resume) ``spec`` with its strategy: :func:`dse.strategy.run_study` (keyword arguments as
+    there)."""
+    from dse.strategy import run_study
 
-    def callback(st: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if progress is not None:
-            pts = load_points(st, spec)
-            progress({"finished": min(budget, budget_state(st)["done"]), "budget": budget,
-                      "front": len(front(pts, spec.directions)),
-                      "hypervolume": hypervolume(pts, spec.directions, ref),
-                      "last": (trial.number, trial.state.name)})
-
-    return callback
-
-
-def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
-        progress: Callable[[dict], None] | None = None, worker: int = 0, heartbeat: int | None = None,
-        poll: float = 0.5, stop: Callable[[optuna.Study], bool] | None = None) -> RunResult:
-    """Run (or resume) ``spec`` until ``trials`` (default ``spec.trials``) trials count as done.
-
-    Done means complete or genuinely failed (an impossible configuration, an error): a trial interrupted by
-    Ctrl-C/SIGTERM does not count, and one whose worker died is retried and counts once. Several processes
-    (``worker`` = 0, 1, ...) can run this on one study: the budget is met exactly; a trial started beyond it
-    by a race is pruned with the reason "budget reached by other workers".
-
-    ``progress(figures)`` is called after each trial with ``finished``, ``budget``, ``front``,
-    ``hypervolume``, ``last``. The sampler's seed is ``spec.seed + 1000 * worker + done-so-far``:
-    deterministic for a given history, and a resumed run does not replay the first run's samples.
-    ``heartbeat`` (seconds; RDB storages) lets any machine detect a dead worker's trial and retry it.
-    ``stop(study)``, checked before each trial, ends the run early when it returns True.
-    """
-    budget = trials or spec.trials
-    check_cache()
-    probe = open_study(spec, storage, create=True, heartbeat=heartbeat)
-    recover_dead_workers(probe)
-    done = budget_state(probe)["done"]
-    study = open_study(spec, storage, create=True, seed=derive_seed(spec.seed, 1000 * worker, done),
-                       heartbeat=heartbeat)
-    ref = hv_reference(spec)
-    objective = _objective(spec, budget)
-    interrupted = False
-    t0 = time.monotonic()
-
-    callback = progress_callback(spec, budget, ref, progress)
-    try:
-        with guarded(storage_url(spec, storage)) as guard:
-            guard.watch(study)
-            while timeout is None or time.monotonic() - t0 < timeout:
-                guard.check()
-                recover_dead_workers(study)
-                if heartbeat:
-                    optuna.storages.fail_stale_trials(study)
-                b = budget_state(study)
-                if b["done"] >= budget or (stop is not None and stop(study)):
-                    break
-                if b["done"] + b["active"] >= budget and not b["waiting"]:
-                    time.sleep(poll)  # the last trials run elsewhere: wait for them (or for their retry)
-                    continue
-                study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[callback],
-                               gc_after_trial=False)
-                guard.check()  # a fault the objective met, or a signal during the bookkeeping
-    except KeyboardInterrupt:
-        interrupted = True
-    pts = load_points(study, spec)
-    return RunResult(finished=budget_state(study)["done"], budget=budget, complete=len(pts),
-                     front=len(front(pts, spec.directions)),
-                     hypervolume=hypervolume(pts, spec.directions, ref), interrupted=interrupted,
-                     storage=mask_url(storage_url(spec, storage)), failed=failed_count(study))
+    return run_study(spec, **kw)

@@ -33,7 +33,7 @@ metric = "speedup"
 metric = "area_mm2"
 max = 150.0
 
-[hypervolume]               # reference point, per objective (defaults: see DEFAULT_HV_REFERENCE)
+[hypervolume]               # reference point, per objective (defaults: each metric's, dse.metrics)
 speedup = 1.0
 ```
 """
@@ -49,52 +49,19 @@ import numpy as np
 from accel.hardware import FIELDS as HARDWARE_FIELDS
 from accel import Hardware
 from dse.errors import UsageError
-from dse.evaluate import METRICS, Configuration
+from dse import metrics as registry
+from dse.evaluate import Configuration
 from dse.parallelism import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
 from dse.schema import check_keys, load_toml, take
 from dse.values import check_name, check_number
 from dse.space import Bundle, Choice, Fixed, Range, Space
 from models.surrogate import SurrogateConfig
 
-__all__ = ["StudySpec", "Objective", "Constraint", "load_study", "SAMPLERS", "DIRECTIONS",
-           "DEFAULT_HV_REFERENCE"]
+__all__ = ["StudySpec", "Objective", "Constraint", "load_study", "SAMPLERS"]
 
 SAMPLERS = ("nsga2", "nsga3", "tpe", "random", "qmc", "grid")
-STRATEGIES = ("joint", "hybrid")
-
-#: each metric's natural direction
-DIRECTIONS = {
-    "accuracy": "maximize",
-    "accuracy_drop": "minimize",
-    "predictor_gain": "maximize",
-    "gp_fraction": "maximize",
-    "speedup": "maximize",
-    "speedup_same_hw": "maximize",
-    "energy_j": "minimize",
-    "energy_saving": "maximize",
-    "area_mm2": "minimize",
-    "power_w": "minimize",
-    "throughput": "maximize",
-    "bubble_rate": "minimize",
-    "peak_act_bytes": "minimize",
-}
-
-#: Default hypervolume reference point: a point every useful configuration dominates. Accuracy figures:
-#: accuracy 0%, accuracy_drop 10 points, predictor_gain 0 points; speed-ups 1.0 (no faster than the
-#: baseline); energy_saving 0 and gp_fraction 0; energy_j, area_mm2 and power_w: twice the reference
-#: accelerator's plain-BP figure (computed by the study from its workload and reference).
-DEFAULT_HV_REFERENCE = {
-    "accuracy": 0.0,
-    "accuracy_drop": 10.0,
-    "predictor_gain": 0.0,
-    "gp_fraction": 0.0,
-    "speedup": 1.0,
-    "speedup_same_hw": 1.0,
-    "energy_saving": 0.0,
-    "throughput": 0.0,
-    "bubble_rate": 1.0,
-}
-_RELATIVE_HV = ("energy_j", "area_mm2", "power_w", "peak_act_bytes")
+#: search strategies: name -> "module:Class" (a subclass of dse.strategy.Strategy, imported when used)
+STRATEGIES = {"joint": "dse.strategy:Joint", "hybrid": "dse.hybrid:Hybrid"}
 
 _TRAINING_FIELDS = {f.name for f in fields(SurrogateConfig)}
 
@@ -149,7 +116,7 @@ class StudySpec:
     hv_reference: dict = field(default_factory=dict)
     #: the file it was read from (None when built in code)
     path: Path | None = None
-    #: the raw TOML document (stored with the study so that workers and exports need only the storage)
+    #: the raw TOML document as read
     raw: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -159,6 +126,16 @@ class StudySpec:
     @property
     def metrics(self) -> list[str]:
         return [o.metric for o in self.objectives]
+
+    def identity(self) -> dict:
+        """What the study's trials depend on, as plain JSON-able data: the strategy, the base configuration,
+        the space, the objectives, the constraints and the surrogate seeds (not the budget, the sampler or
+        its seed, which a resumed run may change). Stored with the study; :func:`dse.study.open_study`
+        refuses a file whose identity differs (:func:`identity_change` says how)."""
+        return {"strategy": self.strategy, "seeds": self.seeds, "base": self.base.to_dict(),
+                "space": {n: _knob_doc(k) for n, k in self.space},
+                "objectives": [f"{o.direction} {o.metric}" for o in self.objectives],
+                "constraints": [str(c) for c in self.constraints]}
 
     def configuration(self, params: dict[str, Any]) -> Configuration:
         """The configuration a trial's sampled parameters describe (ValueError if it is impossible)."""
@@ -191,6 +168,50 @@ class StudySpec:
         if spec.sampler == "grid":
             _check_grid(spec.space)
         return spec
+
+
+def _knob_doc(k) -> Any:
+    if isinstance(k, Fixed):
+        return k.value
+    if isinstance(k, Choice):
+        return list(k.choices)
+    if isinstance(k, Bundle):
+        return [dict(t) for t in k.tables]
+    return {f: getattr(k, f) for f in ("low", "high", "log", "step") if getattr(k, f) not in (None, False)}
+
+
+def identity_change(stored: dict, now: dict) -> str | None:
+    """The first difference between two :meth:`StudySpec.identity` documents, as "what: old -> new"
+    (None when they are equal)."""
+    import json
+
+    def show(v) -> str:
+        return "(absent)" if v is _ABSENT else json.dumps(v, default=str)
+
+    def walk(a, b, path):
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in list(a) + [k for k in b if k not in a]:
+                d = walk(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}.{k}" if path else str(k))
+                if d:
+                    return d
+            return None
+        if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and path != "space" \
+                and not path.startswith("space."):
+            for i, (x, y) in enumerate(zip(a, b)):
+                d = walk(x, y, f"{path}.{i}")
+                if d:
+                    return d
+            return None
+        if a != b:
+            return f"{path}: {show(a)} -> {show(b)}"
+        return None
+
+    stored = json.loads(json.dumps(stored, default=str))  # both sides as JSON sees them
+    now = json.loads(json.dumps(now, default=str))
+    return walk(stored, now, "")
+
+
+_ABSENT = object()
 
 
 def _check_grid(space: Space) -> None:
@@ -256,15 +277,16 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         got = f"got {len(objs)}" if isinstance(objs, list) else "got none" if objs is None else \
             "got a single value"
         raise UsageError(f"objectives: give 2 to 4 [[objectives]] tables ({got}), each with a metric "
-                         f"({', '.join(METRICS)})")
+                         f"({', '.join(registry.names())})")
     objectives = []
     for i, o in enumerate(objs):
         where = f"objectives[{i}]"
         if not isinstance(o, dict):
             raise UsageError(f"{where}: expected a table with metric and optional direction")
         check_keys(o, {"metric", "direction"}, where)
-        m = take(o, "metric", str, where, choices=tuple(METRICS))
-        d = take(o, "direction", str, where, default=DIRECTIONS[m], choices=("minimize", "maximize"))
+        m = take(o, "metric", str, where, choices=tuple(registry.names()))
+        d = take(o, "direction", str, where, default=registry.get(m).direction,
+                 choices=("minimize", "maximize"))
         objectives.append(Objective(m, d))
     if len({o.metric for o in objectives}) != len(objectives):
         raise UsageError("objectives: a metric appears twice")
@@ -277,7 +299,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         if not isinstance(c, dict):
             raise UsageError(f"{where}: expected a table with metric and max and/or min")
         check_keys(c, {"metric", "max", "min"}, where)
-        m = take(c, "metric", str, where, choices=tuple(METRICS))
+        m = take(c, "metric", str, where, choices=tuple(registry.names()))
         hi = take(c, "max", float, where, default=None)
         lo = take(c, "min", float, where, default=None)
         if hi is None and lo is None:
@@ -302,7 +324,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         trials=take(st, "trials", int, "study", default=50, low=1),
         seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
         population=take(st, "population", int, "study", default=None, low=2),
-        strategy=take(st, "strategy", str, "study", default="joint", choices=STRATEGIES),
+        strategy=take(st, "strategy", str, "study", default="joint", choices=tuple(STRATEGIES)),
         inner_points=take(st, "inner_points", int, "study", default=4096, low=1, high=1_000_000),
         front_size=take(st, "front_size", int, "study", default=8, low=1, high=1000),
         hv_reference=hv_ref,

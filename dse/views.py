@@ -27,41 +27,48 @@ _GEMM = ("fwd", "igrad", "wgrad")
 
 def unit_of(metric: str) -> str:
     """A metric's unit (empty for a name that is not a metric)."""
-    from dse.evaluate import METRICS
+    from dse import metrics as registry
 
-    return METRICS.get(metric, "")
+    return registry.REGISTRY[metric].unit if metric in registry.REGISTRY else ""
 
 
 def natural_direction(metric: str) -> str:
-    from dse.studyfile import DIRECTIONS
+    from dse import metrics as registry
 
-    if metric not in DIRECTIONS:
-        raise UsageError(f"unknown metric {metric!r}; allowed: {', '.join(DIRECTIONS)}")
-    return DIRECTIONS[metric]
+    try:
+        return registry.get(metric).direction
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
 
 
 def metric_names() -> list[str]:
     """Every metric a study records, in table order."""
-    from dse.evaluate import METRICS
+    from dse import metrics as registry
 
-    return list(METRICS)
+    return registry.names()
 
 
 def hv_source(spec, metric: str) -> str:
     """Where a study's hypervolume reference value for ``metric`` comes from."""
-    from dse.studyfile import DEFAULT_HV_REFERENCE
+    from dse import metrics as registry
 
     if metric in spec.hv_reference:
         return "the study file's [hypervolume]"
-    if metric in DEFAULT_HV_REFERENCE:
+    m = registry.get(metric)
+    if m.hv_reference is not None:
         return "the metric's default"
-    return "twice the reference accelerator's plain-BP figure"
+    factor = {2.0: "twice"}.get(m.hv_baseline_factor, f"{m.hv_baseline_factor:g} x")
+    return f"{factor} the reference accelerator's plain-BP figure"
 
 
 def label_of(metric: str, direction: str | None = None) -> str:
     """``metric [unit]`` and, with a direction, which way is better."""
+    from dse import metrics as registry
+
+    if metric in registry.REGISTRY:
+        return registry.get(metric).label(direction)
     arrow = {"maximize": " (higher is better)", "minimize": " (lower is better)"}.get(direction or "", "")
-    return f"{metric} [{unit_of(metric)}]{arrow}"
+    return f"{metric} []{arrow}"
 
 
 def layer_table(cfg: Configuration, model: str) -> list[dict]:
@@ -164,8 +171,9 @@ def front_rows(spec, pts) -> list[dict]:
     return rows
 
 
-def status_summary(spec, storage: str | None = None, study=None) -> dict:
-    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons."""
+def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
+    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons
+    (``study``: the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
     from optuna.trial import TrialState
 
     from dse.pareto import front, hypervolume
@@ -183,7 +191,8 @@ def status_summary(spec, storage: str | None = None, study=None) -> dict:
         reasons[r] = reasons.get(r, 0) + 1
     return {
         "study": spec.name,
-        "storage": mask_url(storage_url(spec, storage)),
+        "strategy": spec.strategy,
+        "storage": mask_url(url or storage_url(spec, storage)),
         "budget": spec.trials,
         "trials": states,
         "feasible": sum(p.feasible for p in pts),

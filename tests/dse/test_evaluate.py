@@ -230,3 +230,44 @@ def test_efb_gp_step_costs_feedback_weight_gradients_and_the_stash():
     off = per_layer[np.cumsum(per_layer[::-1])[::-1] > cap].sum()
     assert off > 0 and s.scheme_gp.parts_s["stash"] > 0
     assert s.scheme_gp.dram_bytes - no_stash.scheme_gp.dram_bytes == pytest.approx(2 * off, rel=1e-9)
+
+
+@pytest.mark.parametrize("models,dataflow,gpf", [(("resnet18",), "ws", 0.3), (("resnet18", "mobilenet_v2"), "os", 0.0),
+                                                  (("vgg13",), "is", 0.6)])
+def test_the_scalar_and_the_vectorized_metrics_agree(models, dataflow, gpf):
+    """evaluate_hardware (one Hardware, accel's scalar path) against hardware_metrics (a HardwareArray of
+    several accelerators, accel's vectorized path): every per-hardware metric of the registry, per point."""
+    from dataclasses import replace
+
+    from accel import Hardware, HardwareArray
+    from dse import metrics as registry
+    from dse.evaluate import Configuration, evaluate_hardware, hardware_metrics
+    from dse.workload import Workload
+
+    base = Configuration(workload=Workload(models=models, dataset="cifar10", batch=64))
+    hws = [Hardware.from_dict({"rows": r, "cols": c, "dataflow": dataflow, "bandwidth_gbps": bw, "word_bytes": wb,
+                               "pred_rows": p, "pred_cols": p, "pred_kb": 24.0 if p else 0.0})
+           for r, c, bw, p, wb in [(8, 8, 6.4, 0, 2), (32, 16, 25.6, 8, 2), (64, 64, 51.2, 0, 4),
+                                   (16, 128, 12.8, 8, 4)]]
+    vec = hardware_metrics(base, HardwareArray.from_list(hws), gpf)
+    assert set(vec) == set(registry.per_hardware())
+    for i, hw in enumerate(hws):
+        scalar = evaluate_hardware(replace(base, hardware=hw), gpf)["metrics"]
+        assert set(scalar) == set(vec)
+        for m in vec:
+            assert scalar[m] == pytest.approx(float(vec[m][i]), rel=1e-12), (m, i)
+
+
+def test_every_metric_is_declared_once_and_read_from_the_registry():
+    from dse import metrics as registry
+    from dse.evaluate import evaluate
+
+    cfg = load_configuration(ROOT / "studies/adagp-paper.toml")
+    out = evaluate(cfg)
+    # a what-if GP fraction: no surrogate, so exactly the metrics whose inputs exist
+    assert set(out["metrics"]) == {m.name for m in registry.all_metrics() if "surrogate" not in m.inputs}
+    for m in registry.all_metrics():
+        assert m.direction in ("maximize", "minimize") and m.unit and m.description
+        assert (m.hv_reference is None) != (m.hv_baseline_factor is None)
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register(registry.get("speedup"))

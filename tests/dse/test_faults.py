@@ -29,6 +29,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -295,17 +296,20 @@ def test_an_interrupted_hybrid_run_leaves_no_waiting_trial(tmp_path):
     f = _study(tmp_path, text)
     spec = load_study(f)
     r = _inject("""
-        import dse.study as ds
-        _eval = ds._evaluate_trial
+        import dse.hybrid as dh
+        _eval = dh.evaluate_hardware
         def evaluate(*a, **k):
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during the first entered hardware point
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first sub-front's points are costed
             return _eval(*a, **k)
-        ds._evaluate_trial = evaluate
+        dh.evaluate_hardware = evaluate
     """, "run", f, "-q")
     assert r.returncode == 130, r.stderr
     st = open_study(spec, create=False)
-    trials = st.get_trials()
-    assert trials and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    # the signal stops the costing at once: the setting's outer trial (being trained) is recorded as
+    # failed, and no trial of either study is left running or waiting
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=st._storage)
+    trials = st.get_trials() + outer.get_trials()
+    assert outer.get_trials() and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
 
 
 # == workers ============================================================================================

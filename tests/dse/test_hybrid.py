@@ -11,7 +11,8 @@ from optuna.trial import TrialState
 
 from accel import HardwareArray
 from dse.evaluate import evaluate, hardware_metrics
-from dse.hybrid import _hardware, hardware_candidates, run_hybrid
+from dse.hybrid import _hardware, hardware_candidates
+from dse.study import run
 from dse.study import load_points, open_study
 from dse.studyfile import load_study
 
@@ -35,7 +36,7 @@ def test_candidates_enumerate_a_small_grid_and_sample_a_large_one(study_file):
 
 def test_an_exhausted_space_ends_the_run(study_file):
     spec = replace(load_study(study_file), strategy="hybrid", front_size=2)  # 2 settings x 2 points < 12
-    res = run_hybrid(spec)
+    res = run(spec)
     assert res["exhausted"] and res["finished"] == 4
     trials = open_study(spec, create=False).get_trials()
     assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials) == 4
@@ -43,7 +44,7 @@ def test_an_exhausted_space_ends_the_run(study_file):
 
 def test_hybrid_enters_the_hardware_subfront_of_each_trained_setting(study_file):
     spec = _hybrid(study_file)
-    res = run_hybrid(spec)
+    res = run(spec)
     assert res["finished"] == spec.trials
     study = open_study(spec, create=False)
     trials = study.get_trials()
@@ -88,7 +89,7 @@ def test_hybrid_is_deterministic_for_a_seed(study_file, tmp_path):
     out = []
     for f in (study_file, copy):
         spec = _hybrid(f)
-        run_hybrid(spec)
+        run(spec)
         out.append([(p.number, p.values, tuple(sorted(p.params.items())))
                     for p in load_points(open_study(spec, create=False), spec)])
     assert out[0] == out[1]
@@ -96,7 +97,7 @@ def test_hybrid_is_deterministic_for_a_seed(study_file, tmp_path):
 
 def test_hybrid_with_the_grid_sampler_visits_each_training_setting_once(study_file):
     spec = replace(_hybrid(study_file), sampler="grid", trials=1000)
-    res = run_hybrid(spec)
+    res = run(spec)
     assert res["exhausted"] and res["surrogate_runs"] == 6  # the six pred_width values, then it stops
     trials = open_study(spec, create=False).get_trials()
     assert {t.params["training.pred_width"] for t in trials} == {4, 8, 16, 32, 64, 128}
@@ -110,7 +111,7 @@ def test_hybrid_accepts_a_training_metric_as_objective_and_constraint(study_file
     study_file.write_text(text)
     spec = replace(load_study(study_file), strategy="hybrid", front_size=3, trials=6)
     assert "gp_fraction" in spec.metrics
-    res = run_hybrid(spec)
+    res = run(spec)
     assert res["finished"] == 6
     for t in open_study(spec, create=False).get_trials():
         assert t.values[2] == t.user_attrs["metrics"]["gp_fraction"] <= 0.9

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -201,14 +202,89 @@ def test_a_sigkilled_postgres_worker_has_its_trial_retried(tmp_path):
     name = _fresh_pg_name("pgkill")
     f = _study(tmp_path, name=name, trials=6)
     spec = load_study(f)
+    victim = _three_workers_one_killed(f, spec, _wait_running)
+    _check_exact(spec, PG, 6, killed=victim)
+
+
+def _three_workers_one_killed(f, spec, wait):
+    """Three `dse worker` processes on PostgreSQL (heartbeat 1 s); the one running the trial ``wait``
+    returns is SIGKILLed; the others must finish cleanly, never printing the password."""
     open_study(spec, PG, create=True)
     procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet", "--heartbeat", "1")
              for i in range(3)]
-    victim = _wait_running(spec, PG)
+    victim = wait(spec, PG)
     pid = int(victim.user_attrs["worker"].split(":")[1])
     os.kill(pid, signal.SIGKILL)
     for p in procs:
         out, err = p.communicate(timeout=300)
         if p.pid != pid:
             assert p.returncode == 0, err
-    _check_exact(spec, PG, 6, killed=victim)
+            assert "s3cret" not in out + err
+    return victim
+
+
+def _hybrid_study(tmp_path, name="hyb", trials=8, front_size=2):
+    p = tmp_path / f"{name}.toml"
+    text = SLOW_STUDY.format(name=name, trials=trials).replace(
+        'seed = 1', f'seed = 1\nstrategy = "hybrid"\nfront_size = {front_size}')
+    p.write_text(text.replace("rows = [8, 16, 32]", "rows = [8, 16, 32]\ncols = [8, 16, 32]"))
+    return p
+
+
+def _check_hybrid(spec, storage, budget, killed=None):
+    """The main study meets its budget exactly; every training setting was trained (completed) once."""
+    _check_exact(spec, storage, budget)
+    from dse.study import _storage, storage_url
+
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=_storage(storage_url(spec, storage)))
+    trained = [t for t in outer.get_trials() if t.user_attrs.get("trained") and t.state == TrialState.COMPLETE]
+    keys = [tuple(sorted(t.params.items())) for t in trained]
+    assert len(keys) == len(set(keys)), "a training setting was trained twice"
+    main = open_study(spec, storage, create=False)
+    by_setting = {t.user_attrs["training_trial"] for t in main.get_trials() if "training_trial" in t.user_attrs}
+    assert by_setting <= {t.number for t in trained}  # every entry comes from one completed setting
+    if killed is not None:
+        k = next(t for t in outer.get_trials() if t.number == killed.number)
+        assert k.state == TrialState.FAIL
+        retry = [t for t in outer.get_trials() if t.system_attrs.get("failed_trial") == k.number
+                 or t.user_attrs.get("retry_of") == k.number]
+        assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == k.params
+    return outer
+
+
+def test_two_local_workers_run_the_hybrid_strategy_to_the_budget_exactly(tmp_path):
+    f = _hybrid_study(tmp_path, trials=8)
+    p = _cli("run", str(f), "--workers", "2", "--quiet")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    spec = load_study(f)
+    outer = _check_hybrid(spec, f"journal:///{tmp_path / 'hyb.journal'}", 8)
+    owners = {t.user_attrs["worker"] for t in outer.get_trials() if t.user_attrs.get("trained")}
+    assert len(owners) == 2  # both workers trained settings
+
+
+def _wait_training(spec, storage, timeout=120):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            from dse.study import _storage
+
+            outer = optuna.load_study(study_name=f"{spec.name}.training", storage=_storage(storage))
+        except Exception:  # noqa: BLE001 - not created yet
+            time.sleep(0.2)
+            continue
+        for t in outer.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get("trained"):
+                return t
+        time.sleep(0.05)
+    raise AssertionError("no training setting started")
+
+
+@needs_pg
+@pytest.mark.postgres
+def test_three_postgres_workers_on_a_hybrid_study_one_killed_mid_training(tmp_path):
+    name = _fresh_pg_name("pghyb")
+    f = _hybrid_study(tmp_path, name=name, trials=12, front_size=1)  # 12 settings: work left after the kill
+    spec = load_study(f)
+    victim = _three_workers_one_killed(f, spec, _wait_training)
+    _check_hybrid(spec, PG, 12, killed=victim)

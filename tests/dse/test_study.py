@@ -37,7 +37,9 @@ def test_run_reaches_the_budget_and_records_every_metric(study_file):
                 "area_mm2", "power_w", "gp_fraction"} <= set(m)
         assert t.user_attrs["models"][0]["model"] == "resnet18"
         assert "accuracy_bp" in t.user_attrs["surrogate"]
-        assert list(t.constraints) == ["area_mm2 <= 4"]
+        # one constraint, in the list format optuna-dashboard reads (Optuna names it "0")
+        assert t.system_attrs["constraints"] == [m["area_mm2"] - 4.0]
+        assert t.constraints == {"0": m["area_mm2"] - 4.0}
         assert t.values == [m["accuracy_drop"], m["speedup"], m["area_mm2"]]
 
 
@@ -156,3 +158,60 @@ def test_processes_creating_one_fresh_database_at_once_all_succeed(tmp_path):
         url = f"sqlite:///{tmp_path / f'race{i}.db'}"
         with mp.get_context("spawn").Pool(4) as pool:
             assert pool.map(_open_storage, [url] * 4) == ["ok"] * 4
+
+
+def _run_cli(capsys, *args):
+    code = _cli(*args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_changed_file_is_refused_with_what_changed_and_nothing_is_lost(study_file, capsys):
+    spec = load_study(study_file)
+    run(spec, trials=4)
+    before = [(t.number, t.state, t.values) for t in open_study(spec, create=False).get_trials()]
+    original = study_file.read_text()
+    cases = [
+        (original.replace("rows = [8, 16, 32]", "rows = [8, 16]"),
+         "space.hardware.rows: [8, 16, 32] -> [8, 16]"),
+        (original.replace("max = 4.0", "max = 2.0"), 'constraints.0: "area_mm2 <= 4" -> "area_mm2 <= 2"'),
+        (original.replace("epochs = 2\n\n[training]", "epochs = 3\n\n[training]"),
+         "base.workload.epochs: 2 -> 3"),
+    ]
+    for text, change in cases:
+        study_file.write_text(text)
+        for args in (("run", str(study_file)), ("pareto", str(study_file)), ("export", str(study_file))):
+            code, out, err = _run_cli(capsys, *args)
+            assert code == 2, (args, err)
+            assert err.count("\n") == 1 and "was made from a different study file" in err, err
+            assert change in err and "--accept-changes" in err and "[study] name" in err, err
+    study_file.write_text(original)
+    # --strategy overrides count too: joint trials are not appended to a hybrid study (and vice versa)
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--strategy", "hybrid", "--quiet")
+    assert code == 2 and 'strategy: "joint" -> "hybrid"' in err
+    assert [(t.number, t.state, t.values) for t in open_study(spec, create=False).get_trials()] == before
+
+
+def test_accept_changes_continues_and_the_study_follows_the_new_constraints(study_file, capsys):
+    spec = load_study(study_file)
+    run(spec, trials=6)
+    study_file.write_text(study_file.read_text().replace("max = 4.0", "max = 1.0"))
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet")
+    assert code == 0, err
+    spec = load_study(study_file)
+    pts = load_points(open_study(spec, create=False), spec)
+    assert len(open_study(spec, create=False).get_trials()) == spec.trials
+    # feasibility is the study's (now the new file's) constraint, for old and new trials alike
+    assert all(p.feasible == (p.metrics["area_mm2"] <= 1.0) for p in pts)
+    assert _cli("pareto", str(study_file), "--format", "json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["area_mm2"] <= 1.0 for r in rows)
+
+
+def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
+    spec = load_study(study_file)
+    run(spec, trials=2)
+    study_file.write_text(study_file.read_text().replace("rows = [8, 16, 32]", "rows = [8, 16]"))
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet")
+    assert code == 2 and "space.hardware.rows cannot change within a study" in err, err
+    assert len(open_study(spec, create=False).get_trials()) == 2

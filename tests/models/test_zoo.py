@@ -28,27 +28,28 @@ TORCHVISION = [
     ("inception_v3", 27_161_264, 5.71, "torchvision Inception_V3_Weights.IMAGENET1K_V1"),
 ]
 
-# Models whose reference is not torchvision's table.
+# Models whose reference is not torchvision's table: (model, params, tolerance on params, GMACs, source).
 OTHER = [
-    # timm's model card for inception_v4.tf_in1k: 42.7 M params, 12.3 GMACs at 299x299
-    ("inception_v4", 42.7e6, 12.3, 0.005, "timm inception_v4.tf_in1k model card"),
+    # timm's model card for inception_v4.tf_in1k: 42.7 M params (rounded to 0.1 M: half of it is the
+    # tolerance), 12.3 GMACs at 299x299
+    ("inception_v4", 42.7e6, 0.05e6, 12.3, "timm inception_v4.tf_in1k model card"),
     # darknet prints 65.864 BFLOPs (2 x MACs, conv layers) for yolov3.cfg at 416; ultralytics' YOLOv3
-    # summary: 61,949,149 parameters (COCO, 80 classes)
-    ("yolov3", 61_949_149, 65.864 / 2, 0.005, "darknet yolov3.cfg / ultralytics YOLOv3 summary"),
+    # summary: 61,949,149 parameters (COCO, 80 classes), an exact count
+    ("yolov3", 61_949_149, 0, 65.864 / 2, "darknet yolov3.cfg / ultralytics YOLOv3 summary"),
 ]
 
 
 @pytest.mark.parametrize("name,params,gmacs,source", TORCHVISION, ids=[t[0] for t in TORCHVISION])
 def test_torchvision_published_counts(name, params, gmacs, source):
     net = build(name, dataset="imagenet")
-    assert net.params == pytest.approx(params, rel=0.005), source
-    assert net.macs / 1e9 == pytest.approx(gmacs, rel=0.02), source
+    assert net.params == params, source  # torchvision's parameter counts are exact
+    assert net.macs / 1e9 == pytest.approx(gmacs, rel=0.02), source  # its GFLOPS are rounded
 
 
-@pytest.mark.parametrize("name,params,gmacs,rel,source", OTHER, ids=[t[0] for t in OTHER])
-def test_other_published_counts(name, params, gmacs, rel, source):
+@pytest.mark.parametrize("name,params,tol,gmacs,source", OTHER, ids=[t[0] for t in OTHER])
+def test_other_published_counts(name, params, tol, gmacs, source):
     net = build(name)
-    assert net.params == pytest.approx(params, rel=rel), source
+    assert abs(net.params - params) <= tol, source
     assert net.macs / 1e9 == pytest.approx(gmacs, rel=0.02), source
 
 

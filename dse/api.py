@@ -1,0 +1,137 @@
+"""The public Python API (re-exported by :mod:`dse`); the command line is a thin layer over it.
+
+>>> import dse
+>>> spec = dse.load_study("studies/quickstart.toml")  # doctest: +SKIP
+>>> result = dse.run(spec)                  # to its budget, with its strategy; workers=N for N processes
+>>> result["finished"] == spec.trials
+True
+>>> study = dse.open_study(spec)            # the stored study, checked against the file
+>>> front = study.front()                   # the feasible Pareto front, a pandas DataFrame
+>>> list(front.columns[:1 + len(spec.metrics)]) == ["trial", *spec.metrics]
+True
+>>> knee = study.select(knee=True)[0]       # a Point: trial number, metrics, knobs, configuration
+>>> text = study.export(knee=True)          # TOML that `dse evaluate` reads back
+>>> dse.evaluate(dse.configuration(knee))["metrics"] == knee.metrics
+True
+
+Every function takes keyword arguments after the study (``storage``: a storage URL, default a SQLite file
+beside the study file; see :mod:`dse.study`). ``tests/dse/test_api.py`` runs this example (on a small study).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from dse.evaluate import Configuration, evaluate, load_configuration
+from dse.pareto import Point
+from dse.studyfile import StudySpec, load_study
+
+__all__ = ["load_study", "run", "open_study", "Study", "evaluate", "configuration", "load_configuration",
+           "Configuration", "StudySpec", "Point"]
+
+
+def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
+        workers: int = 1, progress: Callable[[dict], None] | None = None, quiet: bool = True,
+        accept_changes: bool = False, **kw: Any):
+    """Run (or resume) the study to its budget with its strategy (``spec.strategy``).
+
+    ``workers`` > 1 starts that many local ``dse worker`` processes on one storage (by default a journal file
+    beside the study file) sharing the budget exactly; ``quiet=False`` then shows one progress bar.
+    ``progress(figures)`` (one process) is called after each step. Returns a dict-like result: ``finished``,
+    ``budget``, ``complete``, ``front``, ``hypervolume``, ``interrupted``, ``storage``, ``failed`` and the
+    strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). Extra keyword arguments go to
+    :func:`dse.strategy.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
+    """
+    if trials is not None:
+        spec = spec.with_overrides(trials=trials)
+    if workers > 1:
+        from dse.parallel import run_workers
+
+        return run_workers(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
+                           accept_changes=accept_changes)
+    from dse.strategy import run_study
+
+    return run_study(spec, storage=storage, timeout=timeout, progress=progress, accept_changes=accept_changes,
+                     **kw)
+
+
+def open_study(spec: StudySpec | str | Path, *, storage: str | None = None) -> "Study":
+    """The stored study of ``spec`` (a :class:`StudySpec` or the path of its file), read-only."""
+    if not isinstance(spec, StudySpec):
+        spec = load_study(spec)
+    from dse.study import open_study as _open, storage_url
+
+    return Study(spec, _open(spec, storage, create=False), storage_url(spec, storage))
+
+
+def configuration(point: Point) -> Configuration:
+    """The full configuration of a trial (what ``dse export`` writes and ``dse evaluate`` reads)."""
+    return Configuration.from_dict(point.config)
+
+
+class Study:
+    """A stored study with the file it was made from: its points, front, status and exports."""
+
+    def __init__(self, spec: StudySpec, study, url: str) -> None:
+        self.spec, self._study, self._url = spec, study, url
+
+    @property
+    def optuna(self):
+        """The underlying :class:`optuna.Study` (for Optuna's own tools and visualizations)."""
+        return self._study
+
+    def points(self) -> list[Point]:
+        """Every complete trial as a :class:`Point` (feasibility by the study's constraints)."""
+        from dse.study import load_points
+
+        return load_points(self._study, self.spec)
+
+    def front_points(self) -> list[Point]:
+        """The feasible Pareto-optimal points, best first in the first objective."""
+        from dse.pareto import front
+
+        f = front(self.points(), self.spec.directions)
+        sign = -1 if self.spec.directions[0] == "maximize" else 1
+        return sorted(f, key=lambda p: (sign * p.values[0], p.number))
+
+    def front(self, *, columns: list[str] | None = None, sort: str | None = None, limit: int | None = None,
+              where: list[str] = ()):
+        """The feasible Pareto front as a pandas DataFrame: ``trial``, the objectives, every other metric
+        (``<metric>_std`` seed spreads beside the accuracy figures when the study has several seeds), every
+        knob; best first in ``sort`` (default the first objective), filtered by ``where`` (e.g.
+        ``["accuracy_drop<=1"]``), at most ``limit`` rows, only ``columns`` (and ``trial``)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.front_rows(columns=columns, sort=sort, limit=limit, where=where))
+
+    def front_rows(self, *, columns: list[str] | None = None, sort: str | None = None,
+                   limit: int | None = None, where: list[str] = ()) -> list[dict]:
+        """:meth:`front` as a list of dicts (what ``dse pareto`` prints)."""
+        from dse.views import pareto_rows
+
+        return pareto_rows(self.spec, self._study, columns=columns, sort=sort, limit=limit, where=list(where))
+
+    def select(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
+               pareto: bool = False) -> list[Point]:
+        """Points to export: the front's knee (the default), the feasible point ``best`` in a metric (with
+        conditions ``where`` such as ``"accuracy_drop<=1"``), or the whole front (``pareto``)."""
+        from dse.errors import UsageError
+        from dse.export import export_points
+
+        if sum([knee, best is not None, pareto]) > 1:
+            raise UsageError("export: choose one of knee, best, pareto")
+        return export_points(self.spec, self.points(), best=best, where=list(where), pareto=pareto)
+
+    def export(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
+               pareto: bool = False, format: str = "toml") -> str:
+        """The selected configurations as text: ``toml`` (one configuration), ``json`` or ``csv``."""
+        from dse.export import render
+
+        return render(self.select(knee=knee, best=best, where=where, pareto=pareto), format, self.spec)
+
+    def status(self) -> dict:
+        """Trials by state, the budget, feasible trials, the front's size and hypervolume, failure reasons."""
+        from dse.views import status_summary
+
+        return status_summary(self.spec, study=self._study, url=self._url)

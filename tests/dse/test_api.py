@@ -1,0 +1,109 @@
+"""The public API (`import dse`) as a notebook uses it, its docstring example, and what a study stores for
+optuna-dashboard."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+import tomllib
+from wsgiref.util import setup_testing_defaults
+
+import pytest
+
+import dse
+
+
+def test_a_notebook_runs_a_study_reads_its_front_and_exports_its_knee(study_file, tmp_path):
+    spec = dse.load_study(study_file)
+    res = dse.run(spec)
+    assert res["finished"] == spec.trials and res["strategy"] == "joint"
+    study = dse.open_study(study_file)  # a path works too
+    df = study.front()
+    assert len(df) == res["front"] > 0
+    assert list(df.columns[:4]) == ["trial", "accuracy_drop", "speedup", "area_mm2"]
+    assert (df["area_mm2"] <= 4.0).all()  # the constraint holds on the front
+    assert df["accuracy_drop"].is_monotonic_increasing  # best first in the first objective
+    knee = study.select(knee=True)[0]
+    assert knee.number in set(df["trial"])
+    out = tmp_path / "knee.toml"
+    out.write_text(study.export(knee=True))
+    cfg = dse.load_configuration(out)
+    assert dse.evaluate(cfg)["metrics"] == tomllib.loads(out.read_text())["meta"]["metrics"] == knee.metrics
+    st = study.status()
+    assert st["trials"]["complete"] + st["trials"]["fail"] == spec.trials
+    assert st["front"] == res["front"] and st["strategy"] == "joint"
+
+
+def _hybrid(study_file):
+    text = study_file.read_text().replace('seed = 3', 'seed = 3\nstrategy = "hybrid"\nfront_size = 3')
+    study_file.write_text(text.replace("pred_width = [8, 32]", "pred_width = [4, 8, 16, 32, 64, 128]"))
+
+
+def test_run_honours_the_strategy_of_the_file(study_file):
+    _hybrid(study_file)
+    spec = dse.load_study(study_file)
+    res = dse.run(spec)
+    assert res["strategy"] == "hybrid" and res["finished"] == spec.trials and res["surrogate_runs"] >= 1
+    trials = dse.open_study(spec).optuna.get_trials()
+    assert all("training_trial" in t.user_attrs for t in trials)  # entered by the hybrid, not sampled jointly
+
+
+def test_the_docstring_example_runs(study_file):
+    from dse import api
+
+    spec = dse.load_study(study_file)
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in finder.find(api, "dse.api", globs={"spec": spec}):
+        runner.run(test)
+    res = runner.summarize(verbose=False)
+    assert res.attempted >= 8 and res.failed == 0
+
+
+def test_import_dse_stays_light():
+    # the CLI checks a study file before Optuna is imported; the API names resolve without importing it
+    code = ("import sys, dse; dse.run, dse.open_study, dse.evaluate, dse.Study; "
+            "assert 'optuna' not in sys.modules and callable(dse.evaluate)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_optuna_dashboard_shows_the_metric_names_constraints_and_the_training_study(study_file):
+    """Open a real (hybrid) study through optuna-dashboard's own app and read what its web UI shows."""
+    pytest.importorskip("optuna_dashboard")
+    import json
+
+    import optuna
+    from optuna_dashboard import wsgi
+
+    _hybrid(study_file)
+    spec = dse.load_study(study_file)
+    dse.run(spec, trials=6)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{study_file.parent / 'tiny.db'}")
+    app = wsgi(storage)
+
+    def get(path):
+        out = {}
+
+        def start(status, headers, exc_info=None):
+            out["status"] = status
+
+        environ = {"PATH_INFO": path}
+        setup_testing_defaults(environ)
+        body = b"".join(app(environ, start))
+        assert out["status"].startswith("200"), (path, out["status"])
+        return json.loads(body)
+
+    studies = {s["study_name"]: s for s in get("/api/studies")["study_summaries"]}
+    assert set(studies) == {"tiny", "tiny.training"}
+    main = get(f"/api/studies/{studies['tiny']['study_id']}")
+    assert main["objective_names"] == ["accuracy_drop", "speedup", "area_mm2"]
+    for t in main["trials"]:  # feasibility, shown per trial: the area budget's violation
+        area = json.loads({a["key"]: a["value"] for a in t["user_attrs"]}["metrics"])["area_mm2"]
+        assert t["constraints"] == [pytest.approx(area - 4.0)]
+    attrs = {a["key"]: a["value"] for a in main["user_attrs"]}
+    assert "area_mm2 <= 4" in attrs["description"]
+    outer = get(f"/api/studies/{studies['tiny.training']['study_id']}")
+    assert outer["objective_names"] == ["best accuracy_drop", "best speedup", "best area_mm2"]
+    attrs = {a["key"]: a["value"] for a in outer["user_attrs"]}
+    assert "internal to the dse study 'tiny'" in attrs["description"]
