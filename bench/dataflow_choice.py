@@ -1,0 +1,108 @@
+"""Which dataflow wins, and why: the figures behind docs/accelerator.md ("Which dataflow the fronts choose").
+
+    .venv/bin/python bench/dataflow_choice.py
+
+1. For ResNet-18/CIFAR-10 (``studies/dataflows.toml``) and transformer_base (the same grid), one ADA-GP
+   setting (GP fraction 0.3, predictor width 32): every hardware point of the study's grid costed with each
+   dataflow (``dse.evaluate.hardware_metrics``); how often each dataflow has the lowest job energy and the
+   highest speed-up, and the median WS/OS and IS/OS ratios.
+2. The GEMMs of one training step on a 32x32 array (128 KiB ifmap and filter SRAM, 25.6 GB/s) as the ofmap
+   SRAM grows: WS/OS and IS/OS ratios of energy, time and DRAM bytes (``accel.gemm_cost``).
+
+The fronts themselves come from ``dse run studies/dataflows.toml`` (see that file's header).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from accel import Hardware, HardwareArray, gemm_cost, op_im2col  # noqa: E402
+
+STUDY = REPO / "studies" / "dataflows.toml"
+WORKLOADS = {"resnet18/cifar10": {"models": ["resnet18"], "dataset": "cifar10", "batch": 128},
+             "transformer_base": {"models": ["transformer_base"], "batch": 32}}
+
+
+def _grid(space: dict, base: dict) -> list[dict]:
+    """Every hardware point of a [space.hardware] table (bundles expanded), without the dataflow."""
+    names = [k for k in space if k != "dataflow"]
+    out = []
+    for combo in itertools.product(*(space[k] for k in names)):
+        hw = dict(base)
+        for k, v in zip(names, combo):
+            hw.update(v if isinstance(v, dict) else {k: v})
+        out.append(hw)
+    return out
+
+
+def grid_comparison():
+    from dataclasses import replace
+
+    from dse.evaluate import hardware_metrics
+    from dse.schema import load_toml
+    from dse.studyfile import load_study
+    from dse.workload import Workload
+    from models.surrogate import SurrogateConfig
+
+    spec = load_study(STUDY)
+    raw = load_toml(STUDY)
+    points = _grid(raw["space"]["hardware"], raw.get("hardware", {}))
+    dfs = raw["space"]["hardware"]["dataflow"]
+    print(f"1) {len(points)} hardware points x {len(dfs)} dataflows, GP fraction 0.3, predictor width 32")
+    for label, wl in WORKLOADS.items():
+        d = {**spec.base.workload.to_dict(), **wl}
+        if "dataset" not in wl:
+            d.pop("dataset", None)
+        work = Workload.from_dict(d)
+        training = SurrogateConfig.from_dict({**spec.base.training.to_dict(), "gp_fraction": 0.3,
+                                              "pred_width": 32})
+        cfg = replace(spec.base, training=training, workload=work)
+        hws = HardwareArray.from_list([Hardware.from_dict({**p, "dataflow": d}) for d in dfs for p in points])
+        m = hardware_metrics(cfg, hws, 0.3)
+        e = m["energy_j"].reshape(len(dfs), -1)
+        s = m["speedup"].reshape(len(dfs), -1)
+        low_e = np.bincount(np.argmin(e, axis=0), minlength=len(dfs))
+        high_s = np.bincount(np.argmax(s, axis=0), minlength=len(dfs))
+        os_ = dfs.index("os")
+        print(f"   {label}: lowest energy " + ", ".join(f"{d} {n}" for d, n in zip(dfs, low_e))
+              + "; highest speed-up " + ", ".join(f"{d} {n}" for d, n in zip(dfs, high_s)))
+        for i, d in enumerate(dfs):
+            if i != os_:
+                print(f"     {d}/os: energy median {np.median(e[i] / e[os_]):.2f} "
+                      f"({np.min(e[i] / e[os_]):.2f}-{np.max(e[i] / e[os_]):.2f}), speed-up median "
+                      f"{np.median(s[i] / s[os_]):.2f} ({np.min(s[i] / s[os_]):.2f}-{np.max(s[i] / s[os_]):.2f})")
+
+
+def ofmap_sweep():
+    from models.zoo import build
+
+    print("2) one training step's GEMMs, 32x32 array, 128 KiB ifmap and filter SRAM, 25.6 GB/s, "
+          "ratios to OS")
+    print(f"   {'workload':<18}{'ofmap KiB':>10}{'WS energy':>11}{'WS time':>9}{'WS DRAM':>9}"
+          f"{'IS energy':>11}{'IS time':>9}{'IS DRAM':>9}")
+    for label, wl in WORKLOADS.items():
+        net = build(wl["models"][0], dataset=wl.get("dataset"))
+        ops = net.training_ops(batch=wl["batch"])
+        g = ops.repeat > 0
+        for ofm in (64, 128, 512, 2048, 8192):
+            hw = HardwareArray.from_list([Hardware(rows=32, cols=32, dataflow=d, ifmap_kb=128, filter_kb=128,
+                                                   ofmap_kb=ofm, bandwidth_gbps=25.6) for d in ("os", "ws", "is")])
+            c = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, im2col=op_im2col(ops, g),
+                          include_leakage=False)
+            E = c.energy_pj["total"].sum(1)
+            T = c.total_cycles.sum(1)
+            D = (c.dram_read_bytes + c.dram_write_bytes).sum(1)
+            print(f"   {label:<18}{ofm:>10}" + "".join(f"{E[i] / E[0]:>11.2f}{T[i] / T[0]:>9.2f}{D[i] / D[0]:>9.2f}"
+                                                  for i in (1, 2)))
+
+
+if __name__ == "__main__":
+    grid_comparison()
+    ofmap_sweep()
