@@ -9,6 +9,10 @@
 2. The GEMMs of one training step on a 32x32 array (128 KiB ifmap and filter SRAM, 25.6 GB/s) as the ofmap
    SRAM grows: WS/OS and IS/OS ratios of energy, time and DRAM bytes (``accel.gemm_cost``).
 
+3. What-if: ResNet-18/CIFAR-10's input-gradient GEMMs of stride-1 3x3 convolutions costed as transposed
+   convolutions (``dX = im2col(dY) @ W'``: K = out_c * 9, N = in_c, dY read as a raw input) instead of the
+   lowering's im2col view (``dX_col = dY @ W^T``, N = in_c * 9), by dataflow.
+
 The fronts themselves come from ``dse run studies/dataflows.toml`` (see that file's header).
 """
 
@@ -103,6 +107,41 @@ def ofmap_sweep():
                                                   for i in (1, 2)))
 
 
+def transposed_igrad():
+    from accel.gemm import Im2col
+    from models.zoo import build
+
+    ops = build("resnet18", dataset="cifar10").training_ops(batch=128)
+    t = np.asarray(ops.im2col)
+    fwd = {int(ops.layer[i]): t[i] for i in np.flatnonzero((ops.phase == "fwd") & (t[:, 0] == 1))}
+    rows = [i for i in np.flatnonzero(ops.phase == "igrad")
+            if int(ops.layer[i]) in fwd and fwd[int(ops.layer[i])][6] == 1 and fwd[int(ops.layer[i])][4] > 1]
+    M, K, N, R = ops.M[rows], ops.K[rows], ops.N[rows], ops.repeat[rows]
+    g = np.array([fwd[int(ops.layer[i])] for i in rows])
+    H, W, C, kh, kw, pad = g[:, 1], g[:, 2], g[:, 3], g[:, 4], g[:, 5], g[:, 8]
+    one = np.ones(len(rows), dtype=np.int64)
+    # dY (P x Q x out_c) padded by k - 1 - pad, convolved with the flipped kernel, gives dX (H x W x in_c)
+    geo = Im2col(one, H + 2 * pad - kh + 1, W + 2 * pad - kw + 1, K, kh, kw, one, one, kh - 1 - pad,
+                 kw - 1 - pad, one)
+    print(f"3) what-if: resnet18/cifar10's {len(rows)} stride-1 3x3 input-gradient GEMMs (batch 128), 32x32, "
+          f"128 KiB ifmap and filter SRAM, 25.6 GB/s")
+    print(f"   {'ofmap KiB':>9}  {'costed as':<22}{'OS J':>7}{'WS/OS E':>9}{'IS/OS E':>9}{'WS/OS t':>9}"
+          f"{'DRAM GB os/ws/is':>20}")
+    for ofm in (64, 128, 512):
+        hw = HardwareArray.from_list([Hardware(rows=32, cols=32, dataflow=d, ifmap_kb=128, filter_kb=128,
+                                               ofmap_kb=ofm, bandwidth_gbps=25.6) for d in ("os", "ws", "is")])
+        views = (("im2col view (today)", gemm_cost(M, K, N, R, hw=hw, include_leakage=False)),
+                 ("transposed convolution", gemm_cost(M, K * kh * kw, C, R, hw=hw, include_leakage=False,
+                                                      im2col=geo)))
+        for label, c in views:
+            E = c.energy_pj["total"].sum(1)
+            T = c.total_cycles.sum(1)
+            D = (c.dram_read_bytes + c.dram_write_bytes).sum(1) / 1e9
+            print(f"   {ofm:>9}  {label:<22}{E[0] / 1e12:>7.3f}{E[1] / E[0]:>9.2f}{E[2] / E[0]:>9.2f}"
+                  f"{T[1] / T[0]:>9.2f}{D[0]:>9.2f}/{D[1]:.2f}/{D[2]:.2f}")
+
+
 if __name__ == "__main__":
     grid_comparison()
     ofmap_sweep()
+    transposed_igrad()
