@@ -156,19 +156,24 @@ _REPO = Path(__file__).resolve().parents[1]
 #: run in a subprocess with an earlier accel/ first on the path: time gemm_cost on the saved inputs
 _EARLIER_SCRIPT = """
 import inspect, sys, time, numpy as np
-from accel import HardwareArray, gemm_cost
+from accel import Hardware, HardwareArray, gemm_cost
 d = np.load(sys.argv[1], allow_pickle=True)
 hw = HardwareArray.from_dict(d["hw"].item())
+one = Hardware.from_dict(d["one"].item())
 kw = dict(include_leakage=False)
 if "im2col" in inspect.signature(gemm_cost).parameters:
     from accel.gemm import Im2col
     kw["im2col"] = Im2col.from_table(d["geo"])
-f = lambda: gemm_cost(d["M"], d["K"], d["N"], d["R"], hw=hw, **kw)
-wall, cpu = [], []
-for _ in range(5):
-    t0, c0 = time.perf_counter(), time.process_time(); f()
-    wall.append(time.perf_counter() - t0); cpu.append(time.process_time() - c0)
-print(min(wall), min(cpu))
+def best(f, n):
+    wall, cpu = [], []
+    for _ in range(5):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            f()
+        wall.append((time.perf_counter() - t0) / n); cpu.append((time.process_time() - c0) / n)
+    return min(wall), min(cpu)
+print(*best(lambda: gemm_cost(d["M"], d["K"], d["N"], d["R"], hw=hw, **kw), 1),
+      *best(lambda: gemm_cost(d["M"], d["K"], d["N"], d["R"], hw=one, sum_over=d["W"], **kw), 50))
 """
 
 
@@ -182,7 +187,8 @@ def _quickstart():
     return spec, HardwareArray.from_list(hws)
 
 
-def _earlier(commit: str, npz: Path) -> tuple[float, float] | None:
+def _earlier(commit: str, npz: Path) -> list[float] | None:
+    """(grid wall, grid CPU, one-configuration wall, one-configuration CPU) seconds of an earlier accel/."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
             arch = subprocess.run(["git", "-C", str(_REPO), "archive", commit, "accel"], capture_output=True,
@@ -193,7 +199,7 @@ def _earlier(commit: str, npz: Path) -> tuple[float, float] | None:
                                  text=True, check=True, env=env, cwd=tmp).stdout.split()
         except (OSError, subprocess.CalledProcessError):
             return None
-    return float(out[0]), float(out[1])
+    return [float(x) for x in out]
 
 
 def quickstart_grid():
@@ -208,21 +214,29 @@ def quickstart_grid():
     g = ops.repeat > 0
     geo = op_im2col(ops, g)
     args = (ops.M[g], ops.K[g], ops.N[g], ops.repeat[g])
-    print(f"4) the quick start's hardware grid ({len(hw)} points) x resnet18/cifar10's {int(g.sum())} training "
-          f"GEMMs, gemm_cost (best of 5; {load()}):")
-    wall, cpu = best_cpu(lambda: gemm_cost(*args, hw=hw, include_leakage=False, im2col=geo))
-    print(f"   {'this version':<42}{wall:8.3f} s wall {cpu:8.3f} s CPU")
+    one = Hardware(rows=32, cols=32, dataflow="ws", ifmap_kb=128, filter_kb=128, ofmap_kb=64)
+    phases = np.unique(ops.phase[g])
+    W = (ops.phase[g][:, None] == phases[None, :]).astype(float)
+    print(f"4) resnet18/cifar10's {int(g.sum())} training GEMMs (batch 128), gemm_cost: over the quick start's "
+          f"hardware grid ({len(hw)} points), and on one configuration (32x32 WS) reduced per phase "
+          f"(best of 5; {load()}):")
+    grid = best_cpu(lambda: gemm_cost(*args, hw=hw, include_leakage=False, im2col=geo))
+    single = best_cpu(lambda: [gemm_cost(*args, hw=one, include_leakage=False, im2col=geo, sum_over=W)
+                               for _ in range(50)])
+    ours = [grid[0], grid[1], single[0] / 50, single[1] / 50]
+    print(f"   {'':<48}{'grid wall':>10}{'grid CPU':>10}{'one wall':>10}{'one CPU':>10}")
+    print(f"   {'this version':<48}{ours[0]:>9.3f}s{ours[1]:>9.3f}s{ours[2] * 1e3:>8.2f}ms{ours[3] * 1e3:>8.2f}ms")
     with tempfile.TemporaryDirectory() as tmp:
         npz = Path(tmp) / "in.npz"
-        np.savez(npz, M=args[0], K=args[1], N=args[2], R=args[3], geo=np.asarray(ops.im2col)[g],
-                 hw=np.array(hw.to_dict(), dtype=object))
+        np.savez(npz, M=args[0], K=args[1], N=args[2], R=args[3], geo=np.asarray(ops.im2col)[g], W=W,
+                 hw=np.array(hw.to_dict(), dtype=object), one=np.array(one.to_dict(), dtype=object))
         for label, commit in EARLIER.items():
             r = _earlier(commit, npz)
             if r is None:
-                print(f"   {label:<42} skipped (git history not available)")
+                print(f"   {label + ' ' + commit:<48} skipped (git history not available)")
                 continue
-            print(f"   {label + ' ' + commit:<42}{r[0]:8.3f} s wall {r[1]:8.3f} s CPU -> this version "
-                  f"{r[0] / wall:.2f}x / {r[1] / cpu:.2f}x as fast")
+            print(f"   {label + ' ' + commit:<48}{r[0]:>9.3f}s{r[1]:>9.3f}s{r[2] * 1e3:>8.2f}ms{r[3] * 1e3:>8.2f}ms"
+                  f"   this version {r[1] / ours[1]:.2f}x (grid) / {r[3] / ours[3]:.2f}x (one) as fast, CPU")
     tr = {**spec.base.training.to_dict(), "pred_width": 32, "warmup": 0.1}
     cfg = replace(spec.base, training=SurrogateConfig.from_dict(tr), seeds=1)
     hardware_metrics(cfg, hw, 0.3)  # warm the per-model caches (op tables, plans, the reference)
