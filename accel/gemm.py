@@ -446,7 +446,14 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, ifm: _Ifma
         orders.append((rop_c, 0.0 * Sr, cop_once + 0.0 * Sr, s_c))
     totals = [r + cr_ + cw + s for r, cr_, cw, s in orders]
     best = np.argmin(np.stack(np.broadcast_arrays(*totals)), axis=0)
-    pick = lambda i: np.choose(best, [np.broadcast_to(o[i], best.shape) for o in orders])  # noqa: E731
+
+    def pick(i):
+        """Field ``i`` of the order chosen per element."""
+        out = orders[-1][i]
+        for k in range(len(orders) - 2, -1, -1):
+            out = np.where(best == k, orders[k][i], out)
+        return out
+
     rop, cop_rd, cop_wr, s_rd = pick(0), pick(1), pick(2), pick(3)
     d_read = {df.row_op: rop, df.col_op: cop_rd, df.stationary: s_rd}
     d_write = {op_: 0.0 for op_ in OPERANDS}
