@@ -17,6 +17,9 @@ a gradient row ``[dW^T | db]`` covers the convolution weights and the shift. The
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -29,6 +32,7 @@ __all__ = [
     "GlobalAvgPool",
     "ConvBN2d",
     "add_backward",
+    "relu_",
 ]
 
 
@@ -38,6 +42,63 @@ def _im2col(xp: np.ndarray, k: int, s: int, ho: int, wo: int) -> np.ndarray:
     sb, sh, sw, sc = xp.strides
     win = as_strided(xp, shape=(B, ho, wo, k, k, C), strides=(sb, s * sh, s * sw, sh, sw, sc), writeable=False)
     return win.reshape(B * ho * wo, k * k * C)
+
+
+_ZEROS: dict = {}
+
+
+def relu_(y: np.ndarray) -> np.ndarray:
+    """``y <- max(y, 0)`` in place. Against an array of zeros of ``y``'s shape (kept per shape): numpy's
+    maximum with a broadcast scalar runs several times slower on these small maps."""
+    key = (y.shape, y.dtype.str)
+    z = _ZEROS.get(key)
+    if z is None:
+        if len(_ZEROS) > 64:
+            _ZEROS.clear()
+        z = _ZEROS[key] = np.zeros(y.shape, dtype=y.dtype)
+    return np.maximum(y, z, out=y)
+
+
+@functools.lru_cache(maxsize=64)
+def _ones(n: int, dtype) -> np.ndarray:
+    return np.ones(n, dtype=dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _tile_index(t: int, c: int) -> np.ndarray:
+    return np.tile(np.arange(c), t)
+
+
+def _rows(x: np.ndarray, c: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """A contiguous channels-last map as ``(rows, t * c)`` with whole pixels per row (``t`` of them, the
+    positions of one sample), and the index that tiles a per-channel vector ``t`` times (``v[index]``): it
+    then broadcasts along long rows (numpy's broadcast of a ``c``-vector over ``(n, c)`` runs several times
+    slower for few channels)."""
+    t = math.prod(x.shape[1:-1])
+    return x.reshape(-1, t * c), t, _tile_index(t, c)
+
+
+def _im2col_taps(xp: np.ndarray, k: int, s: int, ho: int, wo: int) -> np.ndarray:
+    """:func:`_im2col` of a one-channel map, built tap by tap (contiguous copies, several times faster than
+    the strided copy's one-value pieces): the same ``(B * ho * wo, k * k)`` matrix, as a transposed view."""
+    B = xp.shape[0]
+    taps = np.empty((k, k, B, ho, wo), dtype=xp.dtype)
+    sh, sw = s * (ho - 1) + 1, s * (wo - 1) + 1
+    for i in range(k):
+        for j in range(k):
+            taps[i, j] = xp[:, i : i + sh : s, j : j + sw : s, 0]
+    return taps.reshape(k * k, B * ho * wo).T
+
+
+def _padded(layer, role: str, shape: tuple, dtype) -> np.ndarray:
+    """A zero-bordered buffer kept on ``layer`` per (role, shape, dtype): callers overwrite only its interior
+    (the border stays zero) and copy out of it (im2col), so reusing it changes no result."""
+    bufs = layer.__dict__.setdefault("_pad_bufs", {})
+    key = (role, shape, np.dtype(dtype).str)
+    buf = bufs.get(key)
+    if buf is None:
+        buf = bufs[key] = np.zeros(shape, dtype=dtype)
+    return buf
 
 
 class Conv2d:
@@ -60,13 +121,15 @@ class Conv2d:
         B, H, Wd, C = x.shape
         p = self.pad
         if p:
-            xp = np.zeros((B, H + 2 * p, Wd + 2 * p, C), dtype=x.dtype)
+            xp = _padded(self, "x", (B, H + 2 * p, Wd + 2 * p, C), x.dtype)
             xp[:, p : p + H, p : p + Wd] = x
         else:
             xp = np.ascontiguousarray(x)
         ho, wo = self.out_hw(H, Wd)
         if self.k == 1:
             cols = np.ascontiguousarray(xp[:, :: self.stride, :: self.stride][:, :ho, :wo]).reshape(-1, C)
+        elif C == 1:
+            cols = _im2col_taps(xp, self.k, self.stride, ho, wo)
         else:
             cols = _im2col(xp, self.k, self.stride, ho, wo)
         z = cols @ self.W
@@ -92,7 +155,7 @@ class Conv2d:
             # stride 1: the input gradient is the correlation of the padded output gradient with the
             # flipped kernel (one im2col and one product; faster than the scatter below)
             lp = k - 1 - p
-            dzp = np.zeros((B, ho + 2 * lp, wo + 2 * lp, self.c_out), dtype=dy.dtype)
+            dzp = _padded(self, "dz", (B, ho + 2 * lp, wo + 2 * lp, self.c_out), dy.dtype)
             dzp[:, lp : lp + ho, lp : lp + wo] = dy.reshape(B, ho, wo, self.c_out)
             wf = self.W.reshape(k, k, C, self.c_out)[::-1, ::-1].transpose(0, 1, 3, 2).reshape(-1, C)
             return (_im2col(dzp, k, 1, H, Wd) @ wf).reshape(B, H, Wd, C)
@@ -106,12 +169,22 @@ class Conv2d:
             dx = np.zeros((B, H, Wd, C), dtype=dy.dtype)
             dx[:, : s * ho : s, : s * wo : s] = dcols[0, 0]
             return dx
-        dxp = np.zeros((B, H + 2 * p, Wd + 2 * p, C), dtype=dy.dtype)
-        sh, sw = s * (ho - 1) + 1, s * (wo - 1) + 1
+        if s == 1:
+            dxp = np.zeros((B, H + 2 * p, Wd + 2 * p, C), dtype=dy.dtype)
+            for i in range(k):
+                for j in range(k):
+                    dxp[:, i : i + ho, j : j + wo] += dcols[i, j]
+            return dxp[:, p : p + H, p : p + Wd] if p else dxp
+        # stride s > 1: padded input row r = i + s * o of tap i lies in phase r % s at r // s. Accumulate
+        # into one buffer per (row phase, column phase), where each tap's block lands on contiguous runs of
+        # wo * C values (not C-value pieces every s pixels), then interleave the phases once.
+        hq, wq = -(-(H + 2 * p) // s), -(-(Wd + 2 * p) // s)
+        ph = np.zeros((s, s, B, hq, wq, C), dtype=dy.dtype)
         for i in range(k):
             for j in range(k):
-                dxp[:, i : i + sh : s, j : j + sw : s] += dcols[i, j]
-        return dxp[:, p : p + H, p : p + Wd] if p else dxp
+                ph[i % s, j % s, :, i // s : i // s + ho, j // s : j // s + wo] += dcols[i, j]
+        dxp = ph.transpose(2, 3, 0, 4, 1, 5).reshape(B, s * hq, s * wq, C)
+        return dxp[:, p : p + H, p : p + Wd]
 
 
 class BatchNorm:
@@ -133,41 +206,54 @@ class BatchNorm:
         self.training = True
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        shape = x.shape
-        x2 = x.reshape(-1, self.c)
-        n = x2.shape[0]
-        ones = np.ones(n, dtype=x.dtype)  # reductions over rows as BLAS products (far faster for few channels)
+        # y = (x - mean) * scale + beta per channel (scale = gamma / sigma); the backward works from the
+        # centred map (training) or x (inference): no normalized copy is made. Reductions over positions
+        # are BLAS products with a ones vector on the (positions, c) view; elementwise work runs on the
+        # (samples, positions * c) view with tiled per-channel vectors.
+        shape, c = x.shape, self.c
+        xr, t, ti = _rows(x, c)
+        n = xr.size // c
+        ones = _ones(n, x.dtype)
         if self.training:
-            mean = (ones @ x2) / n
-            xc = x2 - mean
-            var = (ones @ (xc * xc)) / n
+            mean = (ones @ x.reshape(n, c)) / n
+            xc = xr - mean[ti]
+            sq = xc * xc
+            var = (ones @ sq.reshape(n, c)) / n
             m = self.momentum
             self.running_mean = (m * self.running_mean + (1 - m) * mean).astype(x.dtype)
             unbiased = var * (n / max(n - 1, 1))
             self.running_var = (m * self.running_var + (1 - m) * unbiased).astype(x.dtype)
+            xs, shift = xc, self.beta
         else:
-            xc = x2 - self.running_mean
-            var = self.running_var
+            mean, var = self.running_mean, self.running_var
+            xs, shift = xr, None
         inv = (1.0 / np.sqrt(var + self.eps)).astype(x.dtype)
-        xhat = xc
-        xhat *= inv
-        self._cache = (xhat, inv, self.training)
-        return (xhat * self.gamma + self.beta).reshape(shape)
+        scale = self.gamma * inv
+        if shift is None:
+            shift = self.beta - mean * scale
+        self._cache = (xs, mean, inv, self.training, ti)
+        y = xs * scale[ti]
+        y += shift[ti]
+        return y.reshape(shape)
 
     def backward(self, dy: np.ndarray, need_dx: bool = True):
-        xhat, inv, training = self._cache
-        d2 = dy.reshape(-1, self.c)
-        n = d2.shape[0]
-        ones = np.ones(n, dtype=dy.dtype)
-        self.dbeta = ones @ d2
-        self.dgamma = ones @ (d2 * xhat)
+        xs, mean, inv, training, ti = self._cache  # xs: x - mean (training) or x (inference), as rows
+        c = self.c
+        d2 = dy.reshape(xs.shape)
+        n = d2.size // c
+        ones = _ones(n, dy.dtype)
+        self.dbeta = ones @ dy.reshape(n, c)
+        dxc = ones @ (d2 * xs).reshape(n, c)  # sum of dy * (x - mean), or of dy * x
+        if not training:
+            dxc = dxc - mean * self.dbeta
+        self.dgamma = dxc * inv
         if not need_dx:
             return None
         g = self.gamma * inv
+        dx = d2 * g[ti]
         if training:
-            dx = (d2 - self.dbeta / n - xhat * (self.dgamma / n)) * g
-        else:
-            dx = d2 * g
+            dx -= xs * (g * inv * self.dgamma / n)[ti]
+            dx -= (g * self.dbeta / n)[ti]
         return dx.reshape(dy.shape)
 
 
@@ -175,7 +261,7 @@ class ReLU:
     has_params = False
 
     def forward(self, x):
-        self.out = np.maximum(x, 0)
+        self.out = relu_(x.copy())
         return self.out
 
     def backward(self, dy, need_dx=True):
@@ -321,7 +407,7 @@ class ConvBN2d:
     def forward(self, x):
         y = self.bn.forward(self.conv.forward(x))
         if self.relu:
-            np.maximum(y, 0, out=y)
+            relu_(y)
         self.out = y
         return y
 

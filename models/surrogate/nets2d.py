@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from models.surrogate.layers import Linear
-from models.surrogate.layers2d import ConvBN2d, GlobalAvgPool
+from models.surrogate.layers2d import ConvBN2d, GlobalAvgPool, relu_
 from models.surrogate.predictors import pool_matrix
 
 __all__ = ["ResNet", "ResidualBlock", "grid_pooling", "grid_shape"]
@@ -61,8 +61,7 @@ class ResidualBlock:
     def forward(self, x):
         s = self.short.forward(x) if self.short is not None else x
         h = self.conv2.forward(self.conv1.forward(x))
-        y = h + s
-        np.maximum(y, 0, out=y)
+        y = relu_(h + s)
         self.out = y
         return y
 

@@ -44,6 +44,10 @@ CONVS = [  # c_in, c_out, k, stride, pad, bias, H, W
     (2, 2, 3, 1, 0, True, 4, 5),
     (1, 2, 3, 1, 2, False, 4, 3),
     (2, 1, 2, 1, 1, False, 3, 4),
+    (1, 3, 3, 1, 1, True, 6, 6),  # one input channel: the tap-by-tap im2col
+    (1, 2, 3, 2, 1, False, 7, 6),
+    (2, 2, 3, 3, 1, False, 7, 8),  # stride 3: three phases per axis in the input gradient
+    (3, 2, 5, 2, 2, True, 7, 6),
 ]
 
 
