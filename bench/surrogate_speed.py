@@ -13,7 +13,7 @@
    bound, the CPU time what the run itself costs.
 
     python bench/surrogate_speed.py [--scheme efb] [--seeds 1] [--repeat 20]
-    python bench/surrogate_speed.py --fashion [--seeds 1] [--schemes adagp efb local dni null null_momentum truncated]
+    python bench/surrogate_speed.py --fashion [--seeds 1] [--first-seed 0] [--schemes adagp efb local dni null null_momentum truncated]
 
 Uses a fresh temporary cache directory (so the first call really trains; the MNIST-1D data set is
 generated once beforehand and its time reported separately). Prints ``uptime``: on a loaded machine the
@@ -94,13 +94,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scheme", default="efb", help="scheme of the timed run (default efb)")
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--first-seed", type=int, default=0, help="with --fashion: seeds first..first+N-1")
     ap.add_argument("--repeat", type=int, default=20, help="cache-hit repetitions (median reported)")
     ap.add_argument("--fashion", action="store_true", help="time plain BP on the image proxy instead")
     ap.add_argument("--schemes", nargs="*", default=[], help="with --fashion: also time these schemes/controls")
     args = ap.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     if args.fashion:
-        fashion(args.seeds, args.schemes)
+        fashion(args.seeds, args.schemes, args.first_seed)
         return
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSE_CACHE_DIR"] = tmp
@@ -142,7 +143,7 @@ def _load() -> str:
     return f"load average {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} on {os.cpu_count()} cores"
 
 
-def fashion(n_seeds: int, schemes: list[str]) -> None:
+def fashion(n_seeds: int, schemes: list[str], first_seed: int = 0) -> None:
     """Plain BP on the image proxy, one run per seed, then one run per named scheme (seed 0)."""
     from models.surrogate import SurrogateConfig
     from models.surrogate.tasks import load_task
@@ -153,12 +154,20 @@ def fashion(n_seeds: int, schemes: list[str]) -> None:
     load_task(cfg.task)
     print(f"data set loading ({cfg.task}, from the package): {time.perf_counter() - t:.2f} s")
     print(f"proxy: {cfg.task}, {cfg.network} width {cfg.width}, {cfg.epochs} epochs, batch {cfg.batch_size}")
-    for seed in range(n_seeds):
+    accs, cpus = [], []
+    for seed in range(first_seed, first_seed + n_seeds):
         w, c = time.perf_counter(), time.process_time()
         r = train_run(cfg.replace(scheme="bp"), "bp", seed)
         w, c = time.perf_counter() - w, time.process_time() - c
+        accs.append(r["accuracy"])
+        cpus.append(c)
         print(f"bp, seed {seed}: wall {w:.2f} s, CPU {c:.2f} s (target <= 15 s); proxy test accuracy "
-              f"{r['accuracy']:.2f} % (target >= 85 %); {r['network_params']} parameters; {_load()}")
+              f"{r['accuracy']:.2f} % (target >= 85 %); {r['network_params']} parameters; {_load()}", flush=True)
+    if n_seeds > 1:
+        print(f"bp over seeds {first_seed}-{first_seed + n_seeds - 1}: proxy test accuracy "
+              f"{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f} % (min {min(accs):.2f}; "
+              f"{sum(a >= 85 for a in accs)} of {n_seeds} seeds >= 85 %), CPU {statistics.mean(cpus):.2f} s per "
+              f"run (max {max(cpus):.2f})")
     mask = None
     for name in schemes:
         sub = cfg.replace(scheme=name) if name not in ("null", "null_momentum", "truncated") else cfg
@@ -168,7 +177,8 @@ def fashion(n_seeds: int, schemes: list[str]) -> None:
         r = train_run(sub, name, 0, replay=mask if name in ("null", "null_momentum", "truncated") else None)
         w, c = time.perf_counter() - w, time.process_time() - c
         print(f"{name}, seed 0, GP {r['gp_fraction']:.2f}: wall {w:.2f} s, CPU {c:.2f} s; proxy test accuracy "
-              f"{r['accuracy']:.2f} %; {_load()}")
+              f"{r['accuracy']:.2f} %; {_load()}", flush=True)
+    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
 if __name__ == "__main__":

@@ -36,8 +36,16 @@ GAIN_KEYS = {"null": "predictor_gain", "null_momentum": "gain_vs_null_momentum",
 QUALITY_KEYS = ("cos", "relerr", "cos_large", "cos_large_bp", "loss_decrease", "loss_decrease_bp")
 
 
+#: Bump when a change to one network's code changes its results (its runs only are then recomputed; the
+#: key of a network not listed here is as before). resnet 2: the stride-1 stem, the batch norm on the centred map.
+NETWORK_VERSIONS = {"resnet": 2}
+
+
 def _key(kind: str, knobs: dict[str, Any], seed: int) -> str:
-    text = json.dumps({"v": CACHE_VERSION, "kind": kind, "knobs": knobs, "seed": seed}, sort_keys=True)
+    payload = {"v": CACHE_VERSION, "kind": kind, "knobs": knobs, "seed": seed}
+    if knobs.get("network") in NETWORK_VERSIONS:
+        payload["network_v"] = NETWORK_VERSIONS[knobs["network"]]
+    text = json.dumps(payload, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

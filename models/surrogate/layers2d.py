@@ -151,14 +151,6 @@ class Conv2d:
         if not need_dx:
             return None
         k, s, p = self.k, self.stride, self.pad
-        if s == 1 and k > 1 and p <= k - 1:
-            # stride 1: the input gradient is the correlation of the padded output gradient with the
-            # flipped kernel (one im2col and one product; faster than the scatter below)
-            lp = k - 1 - p
-            dzp = _padded(self, "dz", (B, ho + 2 * lp, wo + 2 * lp, self.c_out), dy.dtype)
-            dzp[:, lp : lp + ho, lp : lp + wo] = dy.reshape(B, ho, wo, self.c_out)
-            wf = self.W.reshape(k, k, C, self.c_out)[::-1, ::-1].transpose(0, 1, 3, 2).reshape(-1, C)
-            return (_im2col(dzp, k, 1, H, Wd) @ wf).reshape(B, H, Wd, C)
         # input-patch gradients tap by tap, (k, k, B, ho, wo, C): each tap's block is contiguous, so the
         # scatter-add below runs over long rows instead of C-element pieces
         wt = self.W.reshape(k * k, C, self.c_out).transpose(0, 2, 1)

@@ -85,15 +85,15 @@ def build_network(name: str, width: int, in_len, n_classes: int, rng, dtype=np.f
     ``cnn_pool``: three conv(k=5, stride 1, pad 2)+ReLU each followed by max-pool(2), flatten, linear.
     ``mlp``: linear+ReLU (``width``), linear+ReLU (``width``), linear. Input ``(batch, in_len, 1)``.
     ``resnet`` (2-D images only, ``in_len = (height, width)``): :class:`models.surrogate.nets2d.ResNet`,
-    a stride-2 stem of ``width`` channels, then stages of ``width``, ``2 width``, ``4 width`` channels at
-    strides 1, 2, 2 (a 14x14 input: 7x7, 7x7, 4x4, 2x2)."""
+    a stride-1 stem of ``width`` channels, then stages of ``width``, ``2 width``, ``4 width`` channels at
+    strides 2, 2, 2 (a 14x14 input: 14x14, 7x7, 4x4, 2x2)."""
     shape = (in_len,) if isinstance(in_len, (int, np.integer)) else tuple(in_len)
     if name == "resnet":
         if len(shape) != 2:
             raise ValueError(f"network: 'resnet' needs an image task such as 'fashion' (got inputs of shape {shape})")
         from models.surrogate.nets2d import ResNet
 
-        return ResNet(width, shape, n_classes, rng, dtype=dtype, stem_stride=2, stage1_stride=1)
+        return ResNet(width, shape, n_classes, rng, dtype=dtype, stem_stride=1, stage1_stride=2)
     if len(shape) != 1 and name != "mlp":
         raise ValueError(f"network: {name!r} is 1-D; an image task needs 'resnet' or 'mlp' (got inputs of shape {shape})")
     in_len = int(np.prod(shape))

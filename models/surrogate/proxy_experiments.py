@@ -24,7 +24,7 @@ from models.surrogate.experiments import _pm, with_null
 __all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_budget", "main"]
 
 #: the image proxy's committed setting (``studies/surrogate-fashion.toml`` holds the same; a test checks it)
-FASHION = SurrogateConfig(task="fashion", network="resnet", width=8, epochs=8, batch_size=64, lr=0.05)
+FASHION = SurrogateConfig(task="fashion", network="resnet", width=8, epochs=8, batch_size=128, lr=0.2)
 SCHEMES = ("adagp", "efb", "local", "dni")
 #: proxy budgets (epochs) compared on each task: half, the default, twice the default
 BUDGETS = {"mnist1d": (5, 10, 20), "fashion": (4, 8, 16)}

@@ -21,7 +21,7 @@ from models.surrogate.schemes import CONTROLS, REGISTRY
 from models.surrogate.tasks import Task, load_task
 
 SCHEMES = ("adagp", "efb", "local", "dni")
-SMALL = dict(task="fashion", network="resnet", width=4, epochs=2, batch_size=64, lr=0.05)
+SMALL = dict(task="fashion", network="resnet", width=4, epochs=3, batch_size=64, lr=0.05)  # 30 steps (20 leave dni short of 30%)
 
 
 @pytest.fixture
@@ -147,3 +147,19 @@ def test_local_heads_pool_local_width_cells_per_axis_of_a_map(width, cells):
         assert a.shape == (pm.shape[1] * c, 10) and pm.shape[0] == h * w_
         by_hw[h] = pm.shape[1]
     assert (by_hw[7], by_hw[4], by_hw[2]) == cells
+
+
+def test_cache_key_of_the_residual_network_carries_its_code_version():
+    import hashlib
+    import json
+
+    from models.surrogate.evaluate import CACHE_VERSION, NETWORK_VERSIONS, _key
+
+    def plain(knobs):  # the key as it was before network versions: unchanged for the 1-D networks
+        text = json.dumps({"v": CACHE_VERSION, "kind": "bp", "knobs": knobs, "seed": 0}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    one_d = SurrogateConfig().bp_key()
+    assert _key("bp", one_d, 0) == plain(one_d)
+    image = SurrogateConfig(**SMALL).bp_key()
+    assert NETWORK_VERSIONS["resnet"] >= 2 and _key("bp", image, 0) != plain(image)
