@@ -226,11 +226,12 @@ def test_build_network_offers_resnet_for_images_only():
     rng = np.random.default_rng(0)
     net = build_network("resnet", 8, (14, 14), 10, rng)
     assert isinstance(net, ResNet)
-    assert [u.c_out for u in net.units] == [8, 8, 8, 16, 16, 16, 32, 32, 32]
-    assert [u.k for u in net.units] == [3, 3, 3, 1, 3, 3, 1, 3, 3]  # stage 1: identity; shortcut first
-    assert net.stem.out.shape == net.blocks[0].out.shape == (2, 7, 7, 8)
+    assert [u.c_out for u in net.units] == [8, 8, 8, 8, 16, 16, 16, 32, 32, 32]
+    assert [u.k for u in net.units] == [3, 1, 3, 3, 1, 3, 3, 1, 3, 3]  # every stage at stride 2: shortcut first
     assert net.forward(np.zeros((2, 14, 14, 1), np.float32)).shape == (2, 10)
-    assert net.blocks[-1].out.shape == (2, 2, 2, 32)  # stages at 7x7, 4x4, 2x2 after a stride-2 stem
+    assert net.stem.out.shape == (2, 14, 14, 8) and net.blocks[0].out.shape == (2, 7, 7, 8)
+    assert net.blocks[-1].out.shape == (2, 2, 2, 32)  # stages at 7x7, 4x4, 2x2 after a stride-1 stem
+    assert net.n_params() == 19_890
     with pytest.raises(ValueError, match="resnet.*image task"):
         build_network("resnet", 8, 40, 10, rng)
     with pytest.raises(ValueError, match="image task needs 'resnet' or 'mlp'"):
