@@ -68,6 +68,39 @@ def test_size_knobs_drive_parameters_closed_form():
                               for i in hidden)
 
 
+def test_size_knobs_cost_their_macs_and_energy_on_the_accelerator():
+    """Each size knob is costed, not only counted: a GP step's extra MACs in closed form (efb: ``e U_l`` and
+    ``(e U_l) V_l``; local: the head's forward, weight gradient and input gradient), and on the accelerator a
+    larger size costs strictly more energy per GP step (and never less time) on both kinds of predictor unit."""
+    from accel import Hardware
+    from accel.schedule import step_costs
+
+    net = build("resnet18", dataset="cifar10")
+    ops = net.training_ops(BATCH)
+    hidden = hidden_layers(net)
+    sizes = [math.prod(net.layers[i].out) for i in hidden]
+    for r in (1, 4, 10):
+        gp = scheme_plan(knobs("efb", efb_rank=r), net, BATCH).gp
+        assert float(gp.macs.sum()) == sum(BATCH * 10 * r + BATCH * r * d for d in sizes)
+    for w in (1, 2, 4):
+        pooled = [net.layers[i].out[0] * min(w, net.layers[i].out[1]) * min(w, net.layers[i].out[2])
+                  for i in hidden]
+        gp = scheme_plan(knobs("local", local_width=w), net, BATCH).gp
+        assert float(gp.macs.sum()) == sum(3 * BATCH * f * 10 for f in pooled)
+    hw = Hardware(rows=32, cols=32, dataflow="ws", ifmap_kb=128.0, filter_kb=128.0, ofmap_kb=128.0,
+                  bandwidth_gbps=25.6, vector_width=32)
+    ladders = {"efb": ("efb_rank", (1, 2, 5, 10)), "local": ("local_width", (1, 2, 4, 8)),
+               "adagp": ("pred_width", (2, 16, 64, 256))}
+    for unit in (hw, hw.replace(pred_rows=16, pred_cols=16, pred_kb=48.0)):
+        for scheme, (knob, values) in ladders.items():
+            steps = [step_costs(ops, plan=scheme_plan(knobs(scheme, **{knob: v}), net, BATCH), hw=unit)
+                     for v in values]
+            energy = [s.scheme_gp.energy_total_pj for s in steps]
+            time = [s.scheme_gp.time_s for s in steps]
+            assert all(a < b for a, b in zip(energy, energy[1:])), (scheme, unit.pred_rows, energy)
+            assert all(a <= b * (1 + 1e-12) for a, b in zip(time, time[1:])), (scheme, unit.pred_rows, time)
+
+
 def test_controls():
     net = build("resnet18", dataset="cifar10")
     weighted = predicted_layers(net)
