@@ -177,7 +177,8 @@ def check_tables(seeds: Sequence[int]) -> dict[str, str]:
         at = base.replace(gp_fraction=f)
         rows.append(row(f"efb, rank 10, fixed {f}", at.replace(scheme="efb"), seeds))
         rows.append(row(f"efb, rank 1, fixed {f}", at.replace(scheme="efb", efb_rank=1), seeds))
-        rows.append(row(f"local, width 4, fixed {f}", at.replace(scheme="local", local_width=4), seeds))
+        for w in (4, 8):
+            rows.append(row(f"local, width {w}, fixed {f}", at.replace(scheme="local", local_width=w), seeds))
     return {"check": markdown_controls(rows)}
 
 
