@@ -3,7 +3,7 @@
     python bench/scaling.py [--study studies/quickstart.toml] [--seeds 0 1 2] [--trials N]
 
 For each seed, the study runs twice from an empty surrogate cache, as the command line runs it: `dse run
-FILE --quiet` (one process, SQLite) and `dse run FILE --workers 2 --quiet` (two `dse worker` processes on
+FILE --workers 1 --quiet` (one process, SQLite) and `dse run FILE --workers 2 --quiet` (two `dse worker` processes on
 a journal file, start-up included). A surrogate run is a training setting the hybrid strategy trained
 (the expensive part); its rate is settings trained / wall time. Prints per seed and as mean ± sample std:
 wall time, surrogate runs, runs per second, the ratio 2/1 (target >= 1.6), the budget met, and the final
@@ -39,8 +39,7 @@ def _once(study: Path, seed: int, workers: int, trials: int | None, tmp: Path) -
     cmd = [sys.executable, "-m", "dse.cli", "run", str(f), "--quiet", "--seed", str(seed)]
     if trials:
         cmd += ["--trials", str(trials)]
-    if workers > 1:
-        cmd += ["--workers", str(workers)]
+    cmd += ["--workers", str(workers)]  # explicit: the file may ask for several ([study] workers)
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0

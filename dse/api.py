@@ -11,7 +11,8 @@ True
 True
 >>> knee = study.select(knee=True)[0]       # a Point: trial number, metrics, knobs, configuration
 >>> text = study.export(knee=True)          # TOML that `dse evaluate` reads back
->>> dse.evaluate(dse.configuration(knee))["metrics"] == knee.metrics
+>>> again = dse.evaluate(dse.configuration(knee))["metrics"]   # every metric, every surrogate control
+>>> {m: again[m] for m in knee.metrics} == knee.metrics           # what the study recorded, to the last digit
 True
 
 Every function takes keyword arguments after the study (``storage``: a storage URL, default a SQLite file
@@ -32,19 +33,21 @@ __all__ = ["load_study", "run", "open_study", "Study", "evaluate", "configuratio
 
 
 def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
-        workers: int = 1, progress: Callable[[dict], None] | None = None, quiet: bool = True,
+        workers: int | None = None, progress: Callable[[dict], None] | None = None, quiet: bool = True,
         accept_changes: bool = False, **kw: Any):
     """Run (or resume) the study to its budget with its strategy (``spec.strategy``).
 
-    ``workers`` > 1 starts that many local ``dse worker`` processes on one storage (by default a journal file
-    beside the study file) sharing the budget exactly; ``quiet=False`` then shows one progress bar.
-    ``progress(figures)`` (one process) is called after each step. Returns a dict-like result: ``finished``,
+    ``workers`` (default: the file's ``[study] workers``, else 1) > 1 starts that many local ``dse worker``
+    processes on one storage (by default a journal file beside the study file) sharing the budget exactly;
+    ``quiet=False`` then shows one progress bar. ``progress(figures)`` (one process) is called after each
+    step. Returns a dict-like result: ``finished``,
     ``budget``, ``complete``, ``front``, ``hypervolume``, ``interrupted``, ``storage``, ``failed`` and the
     strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). Extra keyword arguments go to
     :func:`dse.strategy.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
     """
     if trials is not None:
         spec = spec.with_overrides(trials=trials)
+    workers = spec.workers if workers is None else workers
     if workers > 1:
         from dse.parallel import run_workers
 

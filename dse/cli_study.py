@@ -47,9 +47,10 @@ def run(
              "searches hardware exhaustively or on thousands of points per trained setting), overriding "
              "[study] strategy."),
     storage: Optional[str] = STORAGE_OPT,
-    workers: int = typer.Option(1, "--workers", "-w", min=1,
-                                help="Local worker processes sharing the budget (default storage then: a "
-                                     "journal file <name>.journal beside the study file)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w",
+                                          help="Local worker processes sharing the budget, overriding [study] "
+                                               "workers (default 1). With more than one the default storage is "
+                                               "a journal file <name>.journal beside the study file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     accept_changes: bool = ACCEPT_OPT,
 ) -> None:
@@ -63,7 +64,9 @@ def run(
     # one-line `dse: error:` message
     if timeout is not None and not timeout >= 0:
         raise UsageError(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
-    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
+    spec = _load(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
+                                            workers=workers)
+    workers = spec.workers
     import dse  # after the file is checked: a bad file fails without importing Optuna
 
     t0 = time.perf_counter()
@@ -71,7 +74,7 @@ def run(
         res = dse.run(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
                       accept_changes=accept_changes)
     elif quiet:
-        res = dse.run(spec, storage=storage, timeout=timeout, accept_changes=accept_changes)
+        res = dse.run(spec, workers=1, storage=storage, timeout=timeout, accept_changes=accept_changes)
     else:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -91,7 +94,7 @@ def run(
                 bar.update(task, completed=f["finished"], total=f["budget"], front=f["front"],
                            hv=f"{f['hypervolume']:.4g}")
 
-            res = dse.run(spec, storage=storage, timeout=timeout, progress=progress,
+            res = dse.run(spec, workers=1, storage=storage, timeout=timeout, progress=progress,
                           accept_changes=accept_changes)
             if res["failed"]:
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "

@@ -328,11 +328,17 @@ def training_metrics(surrogate: dict | None, gp_fraction: float) -> dict[str, fl
     q: dict[str, Any] = {"gp_fraction": gp_fraction}
     if surrogate is not None:
         q["surrogate"] = surrogate
+        q["controls"] = tuple(surrogate.get("controls", ()))
     return registry.compute(q, only=lambda m: not m.per_hardware)
 
 
-def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dict:
+def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
+             metrics: list[str] | None = None) -> dict:
     """Every metric of ``cfg``: the surrogate (cached) for accuracy and GP fraction, then the hardware.
+
+    ``metrics``: the metrics the caller needs (a study: its objectives and constraints); the surrogate then
+    runs only the controls they need (:func:`dse.metrics.controls_for`), and metrics that need others are
+    left out. Default: every metric, every control.
 
     Returns ``{"models": [...], "summary": {...}, "metrics": {...}, "surrogate": {...} | None}`` where
     ``metrics`` holds every metric of :mod:`dse.metrics` that applies (accuracy figures only when the
@@ -343,7 +349,10 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None) -> dic
     if cfg.gp_fraction is None or cfg.accuracy:
         from models.surrogate import evaluate as run_surrogate
 
-        sur = run_surrogate(cfg.training, seeds=seeds).to_dict()
+        from models.surrogate.evaluate import CONTROLS
+
+        controls = CONTROLS if metrics is None else registry.controls_for(metrics)
+        sur = run_surrogate(cfg.training, seeds=seeds, controls=controls).to_dict()
     gpf = cfg.gp_fraction if cfg.gp_fraction is not None else float(sur["gp_fraction"])
     if cfg.training.scheme == "bp":
         gpf = 0.0

@@ -193,7 +193,8 @@ class Hybrid(Strategy):
         try:
             cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
             with self.guard.raising():  # a signal stops the training at once
-                sur = evaluate(cfg)  # trains (or reads the cache) once for these training knobs
+                # trains (or reads the cache) once for these training knobs, with the controls the metrics need
+                sur = evaluate(cfg, metrics=spec.needed_metrics)
         except (ValueError, TypeError, FloatingPointError) as e:
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
             raise

@@ -15,6 +15,9 @@ and the public API all read this table; nothing else lists metrics.
 * ``per_hardware=True`` when the value depends on the accelerator: then ``compute`` must work on arrays
   shaped ``(models, H)`` (one column per hardware point; ``H = 1`` for a single configuration), because the
   hybrid strategy costs thousands of hardware points at once with the same formula.
+* ``controls`` names the training surrogate's controls the metric needs (``predictor_gain``: the null
+  control): a study runs only the controls its objectives and constraints need, and the metric is computed
+  only when its controls ran.
 * ``hv_reference`` is the hypervolume reference value (a point every useful configuration dominates), or
   ``hv_baseline_factor`` times the metric's value for the reference accelerator running plain BP.
 
@@ -32,12 +35,13 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["Metric", "register", "get", "names", "all_metrics", "compute", "per_hardware", "QUANTITIES",
-           "REGISTRY"]
+__all__ = ["Metric", "register", "get", "names", "all_metrics", "compute", "controls_for", "per_hardware",
+           "QUANTITIES", "REGISTRY"]
 
 #: quantities a metric's ``compute`` may read; per-model arrays are shaped (models, H)
 QUANTITIES = {
     "surrogate": "the training surrogate's figures (dict: accuracy, accuracy_drop, predictor_gain, ...)",
+    "controls": "the surrogate controls that ran (a metric naming controls is computed only when they did)",
     "gp_fraction": "the GP fraction the job is costed with (the surrogate's measured one, or a what-if)",
     "time_s": "per model: the candidate's training-job time, s",
     "time_s_bp": "per model: plain BP's job time on the candidate's hardware, s",
@@ -70,6 +74,9 @@ class Metric:
     hv_baseline_factor: float | None = None
     #: format of a value in tables
     fmt: str = "{:.4g}"
+    #: the surrogate controls (models.surrogate.evaluate.CONTROLS) whose runs the metric needs; a study runs
+    #: only the controls its objectives and constraints need (:func:`controls_for`)
+    controls: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.direction not in ("maximize", "minimize"):
@@ -117,11 +124,17 @@ def per_hardware() -> list[str]:
     return [m.name for m in REGISTRY.values() if m.per_hardware]
 
 
+def controls_for(metrics) -> tuple[str, ...]:
+    """The surrogate controls the metrics named in ``metrics`` need (none for accuracy and accuracy_drop)."""
+    return tuple(dict.fromkeys(c for m in metrics for c in get(m).controls))
+
+
 def compute(q: Mapping[str, Any], *, only: Callable[[Metric], bool] | None = None) -> dict[str, Any]:
     """Every registered metric whose inputs are all in ``q`` (and that ``only`` accepts), by name."""
     out = {}
     for m in REGISTRY.values():
-        if (only is None or only(m)) and all(i in q for i in m.inputs):
+        if (only is None or only(m)) and all(i in q for i in m.inputs) \
+                and all(c in q.get("controls", ()) for c in m.controls):
             out[m.name] = m.compute(q)
     return out
 
@@ -142,7 +155,7 @@ register(Metric("accuracy_drop", "minimize", "points", "plain BP's surrogate acc
                 _surrogate("accuracy_drop"), ("surrogate",), hv_reference=10.0, fmt="{:.3g}"))
 register(Metric("predictor_gain", "maximize", "points",
                 "accuracy of ADA-GP's predicted gradients minus skipping the update (the null control)",
-                _surrogate("predictor_gain"), ("surrogate",), hv_reference=0.0, fmt="{:.3g}"))
+                _surrogate("predictor_gain"), ("surrogate",), hv_reference=0.0, fmt="{:.3g}", controls=("null",)))
 register(Metric("gp_fraction", "maximize", "0-1", "post-warm-up training steps in GP phase",
                 lambda q: float(q["gp_fraction"]), ("gp_fraction",), hv_reference=0.0, fmt="{:.3g}"))
 register(Metric("speedup", "maximize", "x",

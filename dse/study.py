@@ -395,7 +395,7 @@ def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
         raise TrialFailed(reason) from None
     cfg = replace(cfg, seeds=spec.seeds)  # study files have no [schedule]: the surrogate always runs
     try:
-        rec = trial_record(spec, cfg, evaluate(cfg))
+        rec = trial_record(spec, cfg, evaluate(cfg, metrics=spec.needed_metrics))
     except TrialFailed as e:
         trial.set_user_attr("fail_reason", str(e))
         raise
@@ -418,7 +418,7 @@ def trial_record(spec: StudySpec, cfg, out: dict) -> dict:
     figures, the full configuration) and ``constraints`` (violations in the study's order, <= 0 when
     satisfied)."""
     metrics = out["metrics"]
-    missing = [m for m in spec.metrics + [c.metric for c in spec.constraints] if m not in metrics]
+    missing = [m for m in spec.needed_metrics if m not in metrics]
     if missing:
         raise TrialFailed(f"metric {missing[0]} was not computed")
     attrs = {"metrics": metrics,

@@ -8,6 +8,7 @@ seed = 0
 trials = 60                 # the budget: finished trials (complete or failed) the study runs to
 seeds = 1                   # surrogate seeds per training configuration (accuracy is their mean)
 population = 16             # NSGA-II/III population size (optional)
+workers = 2                 # local processes `dse run` starts by default (1; --workers overrides)
 
 [workload]   ...            # dse.workload.Workload
 [training]   ...            # base training knobs (models.surrogate.SurrogateConfig); [space.training] varies them
@@ -113,6 +114,8 @@ class StudySpec:
     #: hybrid strategy: hardware points searched per training setting, sub-front points entered as trials
     inner_points: int = 4096
     front_size: int = 8
+    #: local worker processes ``dse run`` (and :func:`dse.run`) starts unless told otherwise
+    workers: int = 1
     hv_reference: dict = field(default_factory=dict)
     #: the file it was read from (None when built in code)
     path: Path | None = None
@@ -126,6 +129,11 @@ class StudySpec:
     @property
     def metrics(self) -> list[str]:
         return [o.metric for o in self.objectives]
+
+    @property
+    def needed_metrics(self) -> list[str]:
+        """The metrics the study's trials must have: its objectives, then its constraints' metrics."""
+        return list(dict.fromkeys(self.metrics + [c.metric for c in self.constraints]))
 
     def identity(self) -> dict:
         """What the study's trials depend on, as plain JSON-able data: the strategy, the base configuration,
@@ -161,7 +169,9 @@ class StudySpec:
             raise UsageError(f"--trials: must be an integer >= 1, got {kw['trials']}")
         if "seed" in kw and kw["seed"] < 0:
             raise UsageError(f"--seed: must be an integer >= 0, got {kw['seed']}")
-        for k in ("trials", "seed"):
+        if "workers" in kw and kw["workers"] < 1:
+            raise UsageError(f"--workers: must be an integer >= 1, got {kw['workers']}")
+        for k in ("trials", "seed", "workers"):
             if k in kw:
                 check_number(kw[k], f"--{k}")
         spec = replace(self, **kw)
@@ -257,7 +267,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     if not isinstance(st, dict):
         raise UsageError("study: expected a table")
     check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy", "inner_points",
-                    "front_size"}, "study")
+                    "front_size", "workers"}, "study")
     default_name = path.stem if path is not None else "study"
     name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
@@ -327,6 +337,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         strategy=take(st, "strategy", str, "study", default="joint", choices=tuple(STRATEGIES)),
         inner_points=take(st, "inner_points", int, "study", default=4096, low=1, high=1_000_000),
         front_size=take(st, "front_size", int, "study", default=8, low=1, high=1000),
+        workers=take(st, "workers", int, "study", default=1, low=1, high=64),
         hv_reference=hv_ref,
         path=path,
         raw=doc,

@@ -2,7 +2,8 @@
 
 For each seed five runs share the initialization and the batch order: plain BP (cached by the BP knobs
 only, so every scheme setting reuses it), the configured scheme, and its three controls (``null``,
-``null_momentum``, ``truncated``), each replaying the scheme's exact BP/GP step mask. Each run is cached
+``null_momentum``, ``truncated``), each replaying the scheme's exact BP/GP step mask (a caller that needs
+no control figure names fewer: ``evaluate(..., controls=())``). Each run is cached
 as a small JSON file under ``cache_dir()/surrogate/v<N>/``, keyed by a hash of its knobs and seed; a cache
 hit reads five files per seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d).
 """
@@ -117,6 +118,8 @@ class SurrogateResult:
     cached: bool = False
     wall_s: float = 0.0  # wall time of this call
     compute_s: float = field(default=0.0)  # summed wall time of the training runs (as stored)
+    #: the controls that ran (every one unless the caller asked for fewer): the figures of the others are absent
+    controls: tuple[str, ...] = CONTROLS
 
     def _values(self, role: str, key: str) -> list[float]:
         return [float(r[role][key]) for r in self.runs]
@@ -152,10 +155,10 @@ class SurrogateResult:
     def to_dict(self) -> dict[str, Any]:
         acc = self._values("scheme", "accuracy")
         bp = self._values("bp", "accuracy")
-        ctrl = {c: self._values(c, "accuracy") for c in CONTROLS}
+        ctrl = {c: self._values(c, "accuracy") for c in self.controls}
         gp = self._values("scheme", "gp_fraction")
         drop = [b - a for a, b in zip(acc, bp)]
-        gains = {c: [a - n for a, n in zip(acc, ctrl[c])] for c in CONTROLS}
+        gains = {c: [a - n for a, n in zip(acc, ctrl[c])] for c in self.controls}
         per_seed = []
         for s, r in zip(self.seeds, self.runs):
             m = r["scheme"]
@@ -163,9 +166,9 @@ class SurrogateResult:
                 "seed": s,
                 "accuracy": m["accuracy"],
                 "accuracy_bp": r["bp"]["accuracy"],
-                **{f"accuracy_{c}": r[c]["accuracy"] for c in CONTROLS},
+                **{f"accuracy_{c}": r[c]["accuracy"] for c in self.controls},
                 "accuracy_drop": r["bp"]["accuracy"] - m["accuracy"],
-                **{GAIN_KEYS[c]: m["accuracy"] - r[c]["accuracy"] for c in CONTROLS},
+                **{GAIN_KEYS[c]: m["accuracy"] - r[c]["accuracy"] for c in self.controls},
                 "gp_fraction": m["gp_fraction"],
                 **{k: m.get(k) for k in QUALITY_KEYS},
                 "diverged": m["diverged"],
@@ -181,17 +184,18 @@ class SurrogateResult:
                       "label": self.config.proxy},
             "scheme": self.config.scheme,
             "seeds": list(self.seeds),
+            "controls": list(self.controls),
             "accuracy": _mean(acc),
             "accuracy_std": _std(acc),
             "accuracy_bp": _mean(bp),
             "accuracy_bp_std": _std(bp),
         }
-        for c in CONTROLS:
+        for c in self.controls:
             out[f"accuracy_{c}"] = _mean(ctrl[c])
             out[f"accuracy_{c}_std"] = _std(ctrl[c])
         out["accuracy_drop"] = _mean(drop)
         out["accuracy_drop_std"] = _std(drop)
-        for c in CONTROLS:
+        for c in self.controls:
             out[GAIN_KEYS[c]] = _mean(gains[c])
             out[f"{GAIN_KEYS[c]}_std"] = _std(gains[c])
         out["gp_fraction"] = _mean(gp)
@@ -243,9 +247,10 @@ def _run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=No
     return out, False
 
 
-def runs_per_seed(cfg: SurrogateConfig) -> int:
-    """Training runs per seed of :func:`evaluate` (the progress total is this times the number of seeds)."""
-    return 2 + len(CONTROLS)
+def runs_per_seed(cfg: SurrogateConfig, controls: Sequence[str] = CONTROLS) -> int:
+    """Training runs per seed of :func:`evaluate` with these ``controls`` (the progress total is this times
+    the number of seeds)."""
+    return 2 + len(controls)
 
 
 def evaluate(
@@ -254,18 +259,26 @@ def evaluate(
     seeds: Sequence[int] = (0, 1, 2),
     cache: bool = True,
     progress: Optional[Callable[[int, int, str], None]] = None,
+    controls: Sequence[str] = CONTROLS,
 ) -> SurrogateResult:
     """Train ``config`` (default: the committed default ADA-GP setting) on each seed with its BP
     reference and its three controls; ``progress(done, total, label)`` is called after each run.
 
-    A control as the configured scheme (``null``, ``null_momentum``, ``truncated``) is the control of the
-    ``adagp`` run with the same knobs (which supplies the step mask); ``bp`` reports BP as every role."""
+    ``controls``: the controls to run (default all three, in :data:`CONTROLS` order); a caller that needs
+    fewer figures (a search whose metrics need no control) names fewer, and the result then holds no
+    figure of the others. A control as the configured scheme (``null``, ``null_momentum``, ``truncated``)
+    is the control of the ``adagp`` run with the same knobs (which supplies the step mask; it always runs);
+    ``bp`` reports BP as every role."""
     t0 = time.perf_counter()
     cfg = SurrogateConfig() if config is None else config
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: at least one seed")
-    total = runs_per_seed(cfg) * len(seeds)
+    unknown = [c for c in controls if c not in CONTROLS]
+    if unknown:
+        raise ValueError(f"controls: unknown control {unknown[0]!r}; allowed: {', '.join(CONTROLS)}")
+    controls = tuple(c for c in CONTROLS if c in controls or c == cfg.scheme)
+    total = runs_per_seed(cfg, controls) * len(seeds)
     done = 0
     all_cached = True
     runs = []
@@ -283,7 +296,7 @@ def evaluate(
         tick(f"seed {s}: bp")
         compute += bp["wall_s"]
         if cfg.scheme == "bp":
-            one = {"bp": bp, "scheme": bp, **{c: bp for c in CONTROLS}}
+            one = {"bp": bp, "scheme": bp, **{c: bp for c in controls}}
             for _ in range(total // len(seeds) - 1):
                 tick(f"seed {s}: bp")
         else:
@@ -293,7 +306,7 @@ def evaluate(
             tick(f"seed {s}: {gen}")
             compute += main["wall_s"]
             one = {"bp": bp, "scheme": main}
-            for c in CONTROLS:
+            for c in controls:
                 one[c], hit = _run(cfg, c, s, cache, replay_from=main)
                 all_cached &= hit
                 tick(f"seed {s}: {c}")
@@ -308,4 +321,5 @@ def evaluate(
         cached=all_cached,
         wall_s=time.perf_counter() - t0,
         compute_s=compute,
+        controls=controls,
     )

@@ -130,6 +130,7 @@ STUDY_CASES = {
                             ("training.epochs", "an integer from 1 to 200", "'two'")),
     "wrong_type_hardware": (edit(_HW, _HW + '\nrows = "many"'), ("hardware.rows", "must be an integer", "'many'")),
     "trials_zero": (edit("trials = 12", "trials = 0"), ("study.trials", ">= 1", "0")),
+    "workers_zero": (edit("trials = 12", "trials = 12\nworkers = 0"), ("study.workers", ">= 1", "0")),
     "sampler": (edit('sampler = "nsga2"', 'sampler = "annealing"'),
                 ("study.sampler", "'annealing'", "nsga2", "tpe", "random", "grid")),
     "objective_not_a_metric": (edit('metric = "speedup"', 'metric = "fastness"'),

@@ -271,3 +271,34 @@ def test_every_metric_is_declared_once_and_read_from_the_registry():
         assert (m.hv_reference is None) != (m.hv_baseline_factor is None)
     with pytest.raises(ValueError, match="registered twice"):
         registry.register(registry.get("speedup"))
+
+
+def test_a_study_runs_only_the_surrogate_controls_its_metrics_need(monkeypatch, tmp_path):
+    import models.surrogate.train as train
+    from dse.evaluate import Configuration, evaluate
+    from models.surrogate import SurrogateConfig
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    kinds = []
+    real = train.train_run
+
+    def counting(cfg, kind, seed, replay=None):
+        kinds.append(kind)
+        return real(cfg, kind, seed, replay=replay)
+
+    monkeypatch.setattr(train, "train_run", counting)
+    cfg = Configuration(training=SurrogateConfig(task="digits", network="mlp", epochs=1), seeds=1)
+    out = evaluate(cfg, metrics=["accuracy_drop", "speedup"])
+    assert sorted(kinds) == ["adagp", "bp"]
+    assert "predictor_gain" not in out["metrics"] and "accuracy_null" not in out["surrogate"]
+    assert out["surrogate"]["controls"] == [] and "accuracy_drop" in out["metrics"]
+    kinds.clear()
+    out = evaluate(cfg, metrics=["predictor_gain", "speedup"])
+    assert kinds == ["null"]  # BP and the scheme's run come from the cache
+    s = out["surrogate"]
+    assert out["metrics"]["predictor_gain"] == pytest.approx(s["accuracy"] - s["accuracy_null"])
+    kinds.clear()
+    full = evaluate(cfg)  # dse evaluate: every control
+    assert sorted(kinds) == ["null_momentum", "truncated"]
+    assert full["metrics"]["predictor_gain"] == out["metrics"]["predictor_gain"]
+    assert full["metrics"]["accuracy_drop"] == evaluate(cfg, metrics=["accuracy_drop"])["metrics"]["accuracy_drop"]

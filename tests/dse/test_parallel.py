@@ -109,9 +109,12 @@ def _check_exact(spec, storage, budget, killed=None):
     return st
 
 
-def test_two_local_workers_on_a_journal_reach_the_budget_exactly(tmp_path):
+@pytest.mark.parametrize("asked_by", ["option", "file"])
+def test_two_local_workers_on_a_journal_reach_the_budget_exactly(tmp_path, asked_by):
     f = _study(tmp_path, trials=8)
-    p = _cli("run", str(f), "--workers", "2", "--quiet")
+    if asked_by == "file":  # [study] workers = 2: `dse run FILE` starts two workers without the option
+        f.write_text(f.read_text().replace("[workload]", "workers = 2\n\n[workload]", 1))
+    p = _cli("run", str(f), "--quiet", *(["--workers", "2"] if asked_by == "option" else []))
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     spec = load_study(f)
