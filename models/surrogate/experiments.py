@@ -3,7 +3,7 @@
 ``python -m models.surrogate.experiments [--seeds N] [--first-seed S] [--only NAME ...]`` re-runs them
 (cached, so a second run is instant) and prints the Markdown tables. Every figure is a mean over paired
 seeds S..S+N-1 with its sample standard deviation; differences (drop, gains) are computed per seed, then
-averaged. ``--only schemes`` prints just the gradient-scheme comparison (its tables schemes, controls, sizes, adaptive);
+averaged. ``--only schemes`` prints just the gradient-scheme comparison (its tables schemes, controls, sizes, adaptive, high);
 ``--only check --first-seed 5`` the check of the best settings on seeds nobody tuned on.
 """
 
@@ -135,7 +135,22 @@ def scheme_tables(seeds: Sequence[int]) -> dict[str, str]:
     sizes.append(row("adagp, default (width 64), fixed 0.4", at, seeds))
     out["sizes"] = markdown_controls(sizes)
     out["adaptive"] = adaptive_table(seeds)
+    out["high"] = markdown_controls(high_rows(seeds))
     return out
+
+
+def high_rows(seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The best sizes at high GP fractions: fixed, and the predictor preset's adaptive setting (cosine
+    threshold 0.5, GP phases of 1..16 steps), whose GP fraction the fixed rows match."""
+    base = SurrogateConfig()
+    adaptive = base.replace(adaptive=True, cos_threshold=0.5)
+    return [
+        row("local, width 8, fixed 0.5", base.replace(scheme="local", local_width=8, gp_fraction=0.5), seeds),
+        row("local, width 8, fixed 0.74", base.replace(scheme="local", local_width=8, gp_fraction=0.74), seeds),
+        row("local, width 8, adaptive (cos >= 0.5, GP 1..16)", adaptive.replace(scheme="local", local_width=8), seeds),
+        row("efb, rank 10, fixed 0.78", base.replace(scheme="efb", gp_fraction=0.78), seeds),
+        row("efb, rank 10, adaptive (cos >= 0.5, GP 1..16)", adaptive.replace(scheme="efb"), seeds),
+    ]
 
 
 def _paired(cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, list]:
@@ -179,7 +194,7 @@ def check_tables(seeds: Sequence[int]) -> dict[str, str]:
         rows.append(row(f"efb, rank 1, fixed {f}", at.replace(scheme="efb", efb_rank=1), seeds))
         for w in (4, 8):
             rows.append(row(f"local, width {w}, fixed {f}", at.replace(scheme="local", local_width=w), seeds))
-    return {"check": markdown_controls(rows)}
+    return {"check": markdown_controls(rows), "check_high": markdown_controls(high_rows(seeds))}
 
 
 def tables(seeds: Sequence[int]) -> dict[str, str]:
