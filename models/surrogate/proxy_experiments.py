@@ -21,7 +21,8 @@ from models.surrogate.config import SurrogateConfig
 from models.surrogate.evaluate import _mean, _std, evaluate
 from models.surrogate.experiments import _pm, with_null
 
-__all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_budget", "main"]
+__all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_controls", "markdown_budget",
+           "main"]
 
 #: the image proxy's committed setting (``studies/surrogate-fashion.toml`` holds the same; a test checks it)
 FASHION = SurrogateConfig(task="fashion", network="resnet", width=8, epochs=8, batch_size=128, lr=0.2)
@@ -93,6 +94,20 @@ def markdown_schemes(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def markdown_controls(rows: list[dict[str, Any]]) -> str:
+    """The BP reference and the three controls at each GP fraction of the scheme rows (a fixed schedule's
+    controls are the same runs for every scheme)."""
+    out = ["| GP fraction | BP | null | null_momentum | truncated |\n|---:|---:|---:|---:|---:|"]
+    seen = set()
+    for r in rows:
+        if r["gp_fraction"] in seen:
+            continue
+        seen.add(r["gp_fraction"])
+        cells = [f"{r[f'accuracy_{c}']:.2f} ± {r[f'accuracy_{c}_std']:.2f}" for c in ("null", "null_momentum", "truncated")]
+        out.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def markdown_budget(rows: list[dict[str, Any]]) -> str:
     """Drop (BP - x, points) of the null control and of each scheme, by proxy budget and GP fraction."""
     schemes = sorted({r["scheme"] for r in rows}, key=SCHEMES.index)
@@ -126,10 +141,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     seeds, bseeds = args.seed_list or range(args.seeds), range(args.budget_seeds)
     for what in args.only:
-        if what == "fashion":
-            text = markdown_schemes(scheme_rows(FASHION, args.fractions, seeds, args.schemes, args.local_width))
-        elif what == "mnist1d":
-            text = markdown_schemes(scheme_rows(SurrogateConfig(), args.fractions, seeds, args.schemes))
+        if what in ("fashion", "mnist1d"):
+            base, lw = (FASHION, args.local_width) if what == "fashion" else (SurrogateConfig(), None)
+            rows = scheme_rows(base, args.fractions, seeds, args.schemes, lw)
+            text = markdown_schemes(rows) + "\n\n" + markdown_controls(rows)
         elif what == "budget":
             text = markdown_budget(budget_rows(SurrogateConfig(), args.budgets or BUDGETS["mnist1d"],
                                                args.fractions, bseeds, args.budget_schemes))

@@ -163,3 +163,18 @@ def test_cache_key_of_the_residual_network_carries_its_code_version():
     assert _key("bp", one_d, 0) == plain(one_d)
     image = SurrogateConfig(**SMALL).bp_key()
     assert NETWORK_VERSIONS["resnet"] >= 2 and _key("bp", image, 0) != plain(image)
+
+
+def test_controls_table_has_one_line_per_gp_fraction():
+    from models.surrogate.proxy_experiments import markdown_controls
+
+    def row(f, bp):
+        r = {"gp_fraction": f, "accuracy_bp": bp, "accuracy_bp_std": 0.5}
+        for i, c in enumerate(("null", "null_momentum", "truncated")):
+            r[f"accuracy_{c}"], r[f"accuracy_{c}_std"] = bp - 1 - i, 0.25
+        return r
+
+    lines = markdown_controls([row(0.2, 85.0), row(0.2, 85.0), row(0.5, 84.0)]).splitlines()
+    assert len(lines) == 4
+    assert lines[2] == "| 0.20 | 85.00 ± 0.50 | 84.00 ± 0.25 | 83.00 ± 0.25 | 82.00 ± 0.25 |"
+    assert lines[3].startswith("| 0.50 | 84.00 ± 0.50 | 83.00 ± 0.25 |")
