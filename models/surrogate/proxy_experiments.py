@@ -7,8 +7,10 @@ training budget on both proxies.
 
 Cached like every surrogate run (``$DSE_CACHE_DIR``), so a second call is instant. Every figure is a mean
 over paired seeds 0..N-1 with its sample standard deviation; drops and gains are per-seed differences.
-Cost on one core: about 10-50 s of CPU per ``fashion`` run of 8 epochs (DNI the dearest), under 2 s per
-MNIST-1D run.
+Cost on one core (wall time of one ``fashion`` run of 8 epochs, measured on the shared 2-core machine): a
+control about 9 s, BP 12-18 s, adagp about 15 s, efb about 23 s, local about 35 s, dni about 80 s; so one GP
+fraction of the table (5 seeds, four schemes, three shared controls) about 15 minutes. Under 2 s per MNIST-1D
+run.
 """
 
 from __future__ import annotations
