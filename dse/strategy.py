@@ -29,6 +29,7 @@ import importlib
 import time
 from typing import Any, Callable
 
+import numpy as np
 import optuna
 from optuna.trial import TrialState
 
@@ -116,11 +117,15 @@ class BudgetTracker:
 
     def refresh(self) -> dict:
         st = self._storage
-        n = st.get_n_trials(self._sid)
         fresh = []
-        for number in range(len(self._counts), n):
+        while True:  # the trials numbered from the last one seen on (numbers are dense; no count of the study,
+            try:     # which some storages compute by listing every trial)
+                tid = st.get_trial_id_from_study_id_trial_number(self._sid, len(self._counts))
+            except KeyError:
+                break
             self._counts.append(None)
-            fresh.append(st.get_trial(st.get_trial_id_from_study_id_trial_number(self._sid, number)))
+            fresh.append(st.get_trial(tid))
+        n = len(self._counts)
         for t in fresh:  # a retry un-counts the failed trial it repeats
             self.keys.add(tuple(sorted(t.params.items())))
             k = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
@@ -150,19 +155,20 @@ class _Front:
 
     def __init__(self, spec: StudySpec, ref: list[float]) -> None:
         self.spec, self.ref = spec, ref
-        self.maxi = [d == "maximize" for d in spec.directions]
+        self.sign = np.array([1.0 if d == "maximize" else -1.0 for d in spec.directions])
         self.points: list[Point] = []
+        self._values = np.zeros((0, len(spec.directions)))  # the points' values, maximized (sign applied)
         self._hv: float | None = 0.0
 
-    def _dominates(self, a, b) -> bool:
-        ge = all((x >= y) if m else (x <= y) for x, y, m in zip(a, b, self.maxi))
-        return ge and a != b
-
     def add(self, p: Point) -> None:
-        if not p.feasible or any(self._dominates(q.values, p.values) or q.values == p.values
-                                 for q in self.points):
+        if not p.feasible:
             return
-        self.points = [q for q in self.points if not self._dominates(p.values, q.values)] + [p]
+        v = self.sign * np.asarray(p.values, dtype=np.float64)
+        if np.any(np.all(self._values >= v, axis=1)):  # dominated by, or equal to, a point of the front
+            return
+        keep = ~(np.all(v >= self._values, axis=1) & np.any(v > self._values, axis=1))
+        self.points = [q for q, k in zip(self.points, keep) if k] + [p]
+        self._values = np.vstack([self._values[keep], v])
         self._hv = None
 
     @property
@@ -196,6 +202,10 @@ class Runner:
         (trial numbers are assigned atomically by the storage, so several workers agree)."""
         self.refresh()
         return self.tracker.counting_before(number) < self.budget
+
+
+#: seconds between two searches for dead workers' trials in a run (also once before the run starts)
+RECOVER_EVERY_S = 1.0
 
 
 def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None = None,
@@ -251,9 +261,12 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
         with guarded(url) as guard:  # SIGINT/SIGTERM stop the run between Optuna's bookkeeping steps
             guard.watch(study)
             strat.guard = guard
+            recovered = time.monotonic()
             while timeout is None or time.monotonic() - t0 < timeout:
                 guard.check()
-                recover_dead_workers(study)
+                if time.monotonic() - recovered >= RECOVER_EVERY_S:  # a search lists the running trials:
+                    recover_dead_workers(study)                       # not once per trial of a fast study
+                    recovered = time.monotonic()
                 if heartbeat:
                     optuna.storages.fail_stale_trials(study)
                 b = runner.refresh()
