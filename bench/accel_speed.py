@@ -24,7 +24,6 @@ import contextlib
 import io
 import itertools
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,26 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accel import Hardware, HardwareArray, gemm_cost, op_im2col, vector_cost  # noqa: E402
-
-
-def best_of(fn, repeat=5):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), statistics.median(times)
-
-
-def best_cpu(fn, repeat=5):
-    """(best wall seconds, best CPU seconds) over ``repeat`` runs."""
-    wall, cpu = [], []
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return min(wall), min(cpu)
+from _timing import best_cpu, best_of  # noqa: E402
 
 
 def load() -> str:

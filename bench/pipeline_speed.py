@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _timing import best_of  # noqa: E402
 
 STUDY = """
 [study]
@@ -68,15 +69,6 @@ metric = "energy_j"
 """
 
 
-def best_median(fn, repeat):
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts), statistics.median(ts)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
@@ -90,7 +82,7 @@ def main() -> None:
     for name, sch in SCHEDULES.items():
         v = 2 if sch.chunked else 1
         c = StageCosts.uniform(8, 1.0, 1.0, 0.5, comm=0.05, chunks=v)
-        b, med = best_median(lambda: simulate(c, name, 64), args.repeat)
+        b, med = best_of(lambda: simulate(c, name, 64), args.repeat)
         worst = max(worst, med)
         print(f"   {name:18s} chunks {v}: best {b * 1e3:6.2f} ms, median {med * 1e3:6.2f} ms")
     print(f"   slowest median {worst * 1e3:.2f} ms = {worst / 0.050:.2f} x the 50 ms target")
@@ -117,7 +109,7 @@ def main() -> None:
             r, c = next(sizes)
             evaluate(spec.configuration({"hardware.rows": r, "hardware.cols": c}), seeds=(0,))
 
-        b, med = best_median(one, args.repeat)
+        b, med = best_of(one, args.repeat)
         print(f"   evaluate, a new accelerator each time: best {b * 1e3:.1f} ms, median {med * 1e3:.1f} ms "
               f"= {med / 0.100:.2f} x the 100 ms target")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -127,7 +119,7 @@ def main() -> None:
         def trial():
             study.optimize(lambda tr: _evaluate_trial(tr, spec1), n_trials=1)
 
-        b, med = best_median(trial, args.repeat)
+        b, med = best_of(trial, args.repeat)
         print(f"   an Optuna trial (in-memory storage, sampling + objective): best {b * 1e3:.1f} ms, "
               f"median {med * 1e3:.1f} ms = {med / 0.100:.2f} x the 100 ms target")
 
