@@ -36,7 +36,7 @@ def test_report_is_self_contained_with_the_study_file_versions_and_reference(rep
     assert len(srcs) >= 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert "<script" not in text and "http://" not in text.split("<pre>")[0]
     assert "git commit" in text and "optuna" in text
-    assert "hypervolume reference point" in text.lower() or "Hypervolume" in text
+    assert "<h2>Objectives and hypervolume reference point</h2>" in text and "Hypervolume of the feasible front" in text
     assert "[[objectives]]" in text  # the study file, verbatim (escaped)
     assert "twice the reference accelerator" in text  # area_mm2's reference comes from the reference design
 
