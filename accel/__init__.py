@@ -12,7 +12,8 @@ Public API (keyword-only where it matters; every function accepts one configurat
   im2col=None)`` -> :class:`GemmCost`: cycles (SCALE-Sim v3-exact compute cycles), stalls, SRAM/DRAM
   traffic, register-file and inter-PE bytes, energy (pJ); :class:`Im2col` / :func:`op_im2col` give a
   convolution's input geometry so that DRAM reads its raw input.
-* :mod:`accel.dataflow` -- the dataflows (OS, WS, IS), one class each, in one registry.
+* :mod:`accel.dataflow` -- the dataflows (OS, WS, IS), one class each, in one registry
+  (:data:`accel.dataflow.DATAFLOWS`, the instances); :data:`DATAFLOW_NAMES` -- their names, derived from it.
 * :func:`vector_cost` ``(elems, *, hw, tech=None, elem_bytes=None, dram_fraction=1.0, sum_over=None,
   include_leakage=True)`` -> :class:`VectorCost`: bandwidth-bound vector-unit ops.
 * :func:`area_mm2`, :func:`area_breakdown`, :func:`leakage_w`, :func:`peak_power_w`.
@@ -27,13 +28,14 @@ The model's equations and limits are in ``docs/accelerator.md``.
 """
 
 from accel.area import area_breakdown, area_mm2, leakage_w, peak_power_w
+from accel.dataflow import DATAFLOW_NAMES
 from accel.gemm import ENERGY_COMPONENTS, OPERANDS, GemmCost, Im2col, gemm_cost, op_im2col
-from accel.hardware import DATAFLOWS, Hardware, HardwareArray
+from accel.hardware import Hardware, HardwareArray
 from accel.tech import Tech, default_tech, load_tech
 from accel.vector import VectorCost, vector_cost
 
 __all__ = [
-    "Hardware", "HardwareArray", "DATAFLOWS",
+    "Hardware", "HardwareArray", "DATAFLOW_NAMES",
     "Tech", "load_tech", "default_tech",
     "gemm_cost", "GemmCost", "Im2col", "op_im2col", "OPERANDS", "ENERGY_COMPONENTS",
     "vector_cost", "VectorCost",

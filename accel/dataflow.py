@@ -18,16 +18,17 @@ reads its two operands and its partial sum and writes the new partial sum, and e
 the level that serves it -- the PE's own register file, a neighbouring PE, or the global buffer (the SRAM,
 counted by :meth:`Dataflow.sram_accesses`). The derivations are in ``docs/accelerator.md``.
 
-Adding a dataflow means adding one class here and registering it in :data:`DATAFLOWS`; the rest of the
-model (``accel.gemm``, ``accel.hardware``) reads only this registry.
+Adding a dataflow means adding one class here and registering it in :data:`DATAFLOWS` (the instances, in
+code order); :data:`DATAFLOW_NAMES` (their names, in the same order) is derived from it. The rest of the
+model (``accel.gemm``, ``accel.area``, ``accel.hardware``) reads only this registry.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Dataflow", "OutputStationary", "WeightStationary", "InputStationary", "DATAFLOWS", "NAMES",
-           "by_code", "by_name"]
+__all__ = ["Dataflow", "OutputStationary", "WeightStationary", "InputStationary", "DATAFLOWS",
+           "DATAFLOW_NAMES", "by_code", "by_name"]
 
 
 def _edge_hops(S, F, R):
@@ -171,10 +172,12 @@ class InputStationary(_PsumFlowing):
     dims = ("K", "M", "N")
 
 
-#: the registry, in code order (a HardwareArray stores a dataflow as its index here)
+#: the registry: one instance per dataflow, in code order (a HardwareArray stores a dataflow as its index here)
 DATAFLOWS: tuple[Dataflow, ...] = (OutputStationary(), WeightStationary(), InputStationary())
-NAMES: tuple[str, ...] = tuple(d.name for d in DATAFLOWS)
+#: the registered dataflows' names, in code order (a Hardware stores a dataflow as its name)
+DATAFLOW_NAMES: tuple[str, ...] = tuple(d.name for d in DATAFLOWS)
 assert all(d.code == i for i, d in enumerate(DATAFLOWS))
+assert len(set(DATAFLOW_NAMES)) == len(DATAFLOWS), "dataflow names must be unique"
 
 
 def by_code(code: int) -> Dataflow:
@@ -191,4 +194,4 @@ def by_name(name: str) -> Dataflow:
     for d in DATAFLOWS:
         if d.name == name:
             return d
-    raise ValueError(f"dataflow: must be one of {', '.join(NAMES)}; got {name!r}")
+    raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOW_NAMES)}; got {name!r}")

@@ -19,9 +19,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from accel.dataflow import NAMES as DATAFLOWS  # dataflow names, in code order (one class each there)
+from accel.dataflow import DATAFLOW_NAMES  # dataflow names, in code order (one class each there)
 
-__all__ = ["Hardware", "HardwareArray", "DATAFLOWS", "FIELDS", "as_array", "distinct_rows"]
+__all__ = ["Hardware", "HardwareArray", "FIELDS", "as_array", "distinct_rows"]
 
 
 _INT_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "vector_width", "pred_rows", "pred_cols")
@@ -53,8 +53,8 @@ class Hardware:
     pred_kb: float = 0.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.dataflow, str) or self.dataflow not in DATAFLOWS:
-            raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOWS)}; got {self.dataflow!r}")
+        if not isinstance(self.dataflow, str) or self.dataflow not in DATAFLOW_NAMES:
+            raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOW_NAMES)}; got {self.dataflow!r}")
         cols = {}
         for f in _INT_FIELDS:
             v = getattr(self, f)
@@ -71,7 +71,7 @@ class Hardware:
                 raise ValueError(f"{f}: must be a number, got {v!r}")
             object.__setattr__(self, f, float(v))
             cols[f] = np.array([float(v)], dtype=np.float64)
-        cols["dataflow"] = np.array([DATAFLOWS.index(self.dataflow)], dtype=np.int64)
+        cols["dataflow"] = np.array([DATAFLOW_NAMES.index(self.dataflow)], dtype=np.int64)
         _validate(cols)
 
     # -- plain data --------------------------------------------------------------------------------
@@ -113,8 +113,8 @@ class Hardware:
 
 FIELDS = tuple(f.name for f in fields(Hardware))
 
-#: dataflow names sorted, as indices into DATAFLOWS (vectorized name -> code lookup)
-_BY_NAME = np.argsort(np.asarray(DATAFLOWS))
+#: dataflow names sorted, as indices into DATAFLOW_NAMES (vectorized name -> code lookup)
+_BY_NAME = np.argsort(np.asarray(DATAFLOW_NAMES))
 
 #: how the dedicated predictor unit differs from the main array; every other field is inherited
 _PREDICTOR_OWN = ("rows", "cols", "ifmap_kb", "filter_kb", "ofmap_kb", "pred_rows", "pred_cols", "pred_kb")
@@ -160,8 +160,8 @@ def _validate(c: Mapping[str, np.ndarray]) -> None:
             v = value[i].item() if np.ndim(value) else value
             raise ValueError(f"{field}: {msg}, got {v!r}{_fail_index(bad)}")
 
-    check((c["dataflow"] < 0) | (c["dataflow"] >= len(DATAFLOWS)), "dataflow",
-          "must be a code " + ", ".join(f"{i} ({n})" for i, n in enumerate(DATAFLOWS)), c["dataflow"])
+    check((c["dataflow"] < 0) | (c["dataflow"] >= len(DATAFLOW_NAMES)), "dataflow",
+          "must be a code " + ", ".join(f"{i} ({n})" for i, n in enumerate(DATAFLOW_NAMES)), c["dataflow"])
     for f in ("rows", "cols", "vector_width"):
         check(c[f] < 1, f, "must be an integer >= 1" + (" (impossible hardware: no PEs)" if f != "vector_width" else ""), c[f])
     check(c["word_bytes"] < 1, "word_bytes", "must be an integer >= 1", c["word_bytes"])
@@ -241,11 +241,11 @@ class HardwareArray:
                     codes = a.astype(np.int64)
                 else:
                     s = a.astype(str)
-                    bad = ~np.isin(s, DATAFLOWS)
+                    bad = ~np.isin(s, DATAFLOW_NAMES)
                     if bad.any():
-                        raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOWS)}; got {str(s[bad][0])!r}"
+                        raise ValueError(f"dataflow: must be one of {', '.join(DATAFLOW_NAMES)}; got {str(s[bad][0])!r}"
                                          f"{_fail_index(bad)}")
-                    codes = np.searchsorted(np.asarray(DATAFLOWS)[_BY_NAME], s)
+                    codes = np.searchsorted(np.asarray(DATAFLOW_NAMES)[_BY_NAME], s)
                     codes = _BY_NAME[codes].astype(np.int64)
                 cols[f] = codes
             elif f in _INT_FIELDS:
@@ -294,7 +294,7 @@ class HardwareArray:
         if cached is None:
             cols = {}
             for f in FIELDS:
-                v = DATAFLOWS.index(hw.dataflow) if f == "dataflow" else getattr(hw, f)
+                v = DATAFLOW_NAMES.index(hw.dataflow) if f == "dataflow" else getattr(hw, f)
                 a = np.array([v], dtype=np.float64 if f in _FLOAT_FIELDS else np.int64)
                 a.setflags(write=False)
                 cols[f] = a
@@ -310,7 +310,7 @@ class HardwareArray:
         if not isinstance(i, (int, np.integer)):
             raise TypeError("index a HardwareArray with an int (use take() for many)")
         d = {f: getattr(self, f)[i].item() for f in FIELDS}
-        d["dataflow"] = DATAFLOWS[d["dataflow"]]
+        d["dataflow"] = DATAFLOW_NAMES[d["dataflow"]]
         return Hardware(**d)
 
     def __iter__(self):
@@ -322,7 +322,7 @@ class HardwareArray:
 
     @property
     def dataflow_names(self) -> np.ndarray:
-        return np.asarray(DATAFLOWS)[self.dataflow]
+        return np.asarray(DATAFLOW_NAMES)[self.dataflow]
 
     def to_dict(self) -> dict:
         """Columns as plain lists (dataflow as strings); round-trips through :meth:`from_dict`."""

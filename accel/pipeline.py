@@ -9,7 +9,8 @@ is free and its inputs have arrived. Op kinds (``KINDS``):
 * ``W`` the weight gradient (needs only this device's ``B``: deferrable into bubbles);
 * ``BW`` the whole backward in one op (``B`` then ``W``; the gradient message leaves at its end), as GPipe,
   1F1B and interleaved 1F1B run it;
-* ``P`` an ADA-GP GP step's predictor work per micro-batch (tensor reorganization, inference), after ``F``;
+* ``P`` a GP step's extra work per micro-batch (the gradient scheme's; ADA-GP: tensor reorganization and
+  predictor inference), after ``F``;
 * ``R`` the data-parallel all-reduce of the weight gradients (the device waits; counted as idle);
 * ``U`` the weight update, once per step.
 
@@ -24,10 +25,10 @@ with ops ``(kind, micro_batch, chunk)``, registered in :data:`SCHEDULES` with :f
 (:func:`simulate`) executes any order and rejects one that deadlocks. Registered: ``gpipe``, ``1f1b``,
 ``1f1b-interleaved``, ``zb-h1``, ``zb-h2`` (Qi et al., arXiv 2401.10241, section 2; the orders of their
 ``get_hand_schedule``), ``2bp`` (Rae et al., arXiv 2405.18047: 1F1B with every weight gradient deferred to
-the end of the step). An ADA-GP **GP step** (``gp=True``) keeps the schedule's forwards in order, each
-followed by its ``P``; no ``B``, no ``W``, no backward message. An ADA-GP **BP step** is the schedule with
-predictor work ``P_train`` per micro-batch added to ``W`` (or ``BW``), if any, and a per-step part in the
-update ``U``.
+the end of the step). A gradient scheme's **GP step** (``gp=True``; ADA-GP's, for example) keeps the
+schedule's forwards in order, each followed by its ``P``; no ``B``, no ``W``, no backward message. The
+scheme's **BP step** is the schedule with predictor work ``P_train`` per micro-batch added to ``W`` (or
+``BW``), if any, and a per-step part in the update ``U``.
 
 Figures of a step (:class:`PipelineStep`): ``makespan`` (the last op's end, the first ``F`` starting at 0);
 ``span`` = the largest over devices of (last op end - first ``F`` start): the period when identical steps
@@ -45,9 +46,10 @@ From a zoo model (:func:`model_pipeline`): the layers are cut into contiguous st
 training-step time on the accelerator (per-layer costs from :func:`accel.gemm_cost` /
 :func:`accel.vector_cost`); each stage is then costed by :func:`accel.schedule.step_costs` on its own op
 table at the micro-batch size (stash stalls, predictor overlap included), which gives ``F``, ``B``, ``W``,
-``P`` and the update per stage, the activation stash and the bytes sent to the next stage. ADA-GP in a
-pipeline: each stage keeps its own copy of the predictor; in a GP step every micro-batch's forward is
-followed by the predictor's reorganization and inference for it (``P``), and the predicted gradients,
+``P`` and the update per stage, the activation stash and the bytes sent to the next stage. A gradient scheme
+in a pipeline (ADA-GP, for example): each stage keeps its own copy of the predictor; in a GP step every
+micro-batch's forward is followed by the scheme's work for it (``P``; ADA-GP: the predictor's
+reorganization and inference), and the predicted gradients,
 accumulated over the micro-batches, update the weights once at the end of the step (``U``); in a BP step the
 predictor trains once per step, after the stage's last weight gradient (its time joins ``U``: the
 predictor's target, the step's true weight gradient, exists only then). Data
@@ -55,7 +57,7 @@ parallelism (``replicas = d``): a ring all-reduce of each stage's weight gradien
 bytes over the link and takes 2(d-1) link latencies; it runs after the stage's last weight gradient and
 before its update. A GP step exchanges no backward messages between stages, but its replicas still
 all-reduce the **predicted** weight gradients (the same bytes as a BP step) to keep their weights equal;
-a BP step of ADA-GP also all-reduces the predictor's gradients.
+a scheme's BP step also all-reduces the predictor's gradients.
 
 Pure Python/numpy; no Optuna, no ``models`` import (op tables are duck-typed, as in ``accel.schedule``).
 """
@@ -217,7 +219,7 @@ class StageCosts:
     chunks each (``S = devices * chunks`` virtual stages; virtual stage ``s`` on device ``s % devices``).
 
     ``F``, ``B``, ``W``: forward, input gradient, weight gradient. ``P``: a GP step's predictor work;
-    ``P_train``: the predictor's training in a BP step of ADA-GP (added to ``W``). ``U`` / ``U_gp``: the
+    ``P_train``: the predictor's training in a gradient scheme's BP step (added to ``W``). ``U`` / ``U_gp``: the
     weight update once per step (BP / GP step), per virtual stage. ``comm``: seconds to send one
     micro-batch's activations (or their gradient) from virtual stage ``s`` to ``s + 1`` (S - 1 values).
     ``allreduce``: per device, the data-parallel all-reduce time of a step. ``act_bytes``: activation stash
@@ -342,7 +344,7 @@ class PipelineStep:
 def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *, gp: bool = False,
              order: list[list[Op]] | None = None) -> PipelineStep:
     """Time one step of ``schedule`` (or an explicit ``order``: one list of ``(kind, micro_batch, chunk)``
-    per device) with ``microbatches`` on ``costs``; ``gp``: an ADA-GP GP step of that schedule. Appends the
+    per device) with ``microbatches`` on ``costs``; ``gp``: a gradient scheme's GP step of that schedule. Appends the
     all-reduce (``R``) and the update (``U``) to every device's order when they cost anything."""
     p, v = costs.devices, costs.chunks
     m = microbatches
@@ -624,9 +626,9 @@ class ModelPipeline:
     """A model cut into stages on given accelerators: op costs per micro-batch for the three step kinds,
     energy, memory and traffic per stage. Times in s, energy in pJ, sizes in bytes."""
 
-    #: plain BP step, ADA-GP BP-phase step (predictor training on W), ADA-GP GP step
+    #: plain BP step, the gradient scheme's BP-phase step (its predictor's training in U) and its GP step
     bp: StageCosts
-    adagp_bp: StageCosts
+    scheme_bp: StageCosts
     gp: StageCosts
     #: first layer of every virtual stage, and the layer count
     starts: tuple
@@ -644,7 +646,7 @@ class ModelPipeline:
     grad_bytes_gp: tuple
     pred_grad_bytes: float
     microbatch: int
-    #: DRAM bytes per micro-batch per virtual stage ("bp", "adagp_bp", "gp"; the update's counted once a step)
+    #: DRAM bytes per micro-batch per virtual stage ("bp", "scheme_bp", "gp"; the update's counted once a step)
     dram_mb_bytes: dict = field(default_factory=dict)
 
     @property
@@ -694,8 +696,8 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
     predicted = np.zeros(n, dtype=bool)  # the layers a GP step updates: the plan's, or accel.schedule's rule
     predicted[list(plan.gp_update) if plan is not None else
               np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"])] = True
-    cols = {k: [] for k in ("F", "B", "W", "U", "Pt", "Fg", "P", "Ug", "act", "e_bp", "e_abp", "e_gp",
-                            "eu", "eug", "step", "gb", "gbg", "d_bp", "d_abp", "d_gp")}
+    cols = {k: [] for k in ("F", "B", "W", "U", "Pt", "Fg", "P", "Ug", "act", "e_bp", "e_sbp", "e_gp",
+                            "eu", "eug", "step", "gb", "gbg", "d_bp", "d_sbp", "d_gp")}
     for s in range(S):
         h = hws[s % stages]
         a, b = bounds[s], bounds[s + 1]
@@ -703,13 +705,13 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
         sub = _Rows(ops, mask, a)
         sc = step_costs(sub, plan=None if plan is None else _StagePlan(plan, a, b), hw=h, tech=tech)
         w = float(times[id(h)][1][a:b].sum())
-        bp, abp, gp = sc.bp, sc.scheme_bp, sc.scheme_gp
+        bp, sbp, gp = sc.bp, sc.scheme_bp, sc.scheme_gp
         stash = bp.parts_s["stash"]
         cols["F"].append(bp.parts_s["forward"] + stash / 2)  # the stash is written in F, read back in B
         cols["B"].append(bp.parts_s["backward"] - w + stash / 2)
         cols["W"].append(w)
         cols["U"].append(bp.parts_s["update"])
-        cols["Pt"].append(max(0.0, abp.time_s - bp.time_s))
+        cols["Pt"].append(max(0.0, sbp.time_s - bp.time_s))
         cols["Fg"].append(gp.parts_s["forward"])
         # everything else of a GP step per micro-batch: the scheme's extra work, any weight-gradient GEMMs and
         # stash it keeps (error feedback, local losses); ADA-GP: reorganization and predictor inference
@@ -728,10 +730,10 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
         cols["eu"].append(eu[False])
         cols["eug"].append(eu[True])
         cols["e_bp"].append(dyn(bp) - eu[False])
-        cols["e_abp"].append(dyn(abp) - eu[False])
+        cols["e_sbp"].append(dyn(sbp) - eu[False])
         cols["e_gp"].append(dyn(gp) - eu[True])
         cols["d_bp"].append(bp.dram_bytes)
-        cols["d_abp"].append(abp.dram_bytes)
+        cols["d_sbp"].append(sbp.dram_bytes)
         cols["d_gp"].append(gp.dram_bytes)
         cols["gb"].append(float(param_bytes[a:b].sum()))
         cols["gbg"].append(float((param_bytes[a:b] * predicted[a:b]).sum()))
@@ -739,19 +741,19 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
     comm = tuple(float(x) for x in link.transfer_s(np.asarray(msg))) if S > 1 else ()
     common = dict(devices=stages, comm=comm, msg_bytes=msg, act_bytes=tuple(cols["act"]))
     bpc = StageCosts(F=tuple(cols["F"]), B=tuple(cols["B"]), W=tuple(cols["W"]), U=tuple(cols["U"]), **common)
-    abpc = StageCosts(F=bpc.F, B=bpc.B, W=bpc.W, U=tuple(u + t for u, t in zip(cols["U"], cols["Pt"])), **common)
+    sbpc = StageCosts(F=bpc.F, B=bpc.B, W=bpc.W, U=tuple(u + t for u, t in zip(cols["U"], cols["Pt"])), **common)
     gpc = StageCosts(F=tuple(cols["Fg"]), B=bpc.B, W=bpc.W, P=tuple(cols["P"]), U_gp=tuple(cols["Ug"]),
                      **common)
     step = np.asarray(cols["step"])
     return ModelPipeline(
-        bp=bpc, adagp_bp=abpc, gp=gpc, starts=tuple(starts), layers=n,
+        bp=bpc, scheme_bp=sbpc, gp=gpc, starts=tuple(starts), layers=n,
         imbalance=float(step.max() / step.mean()) if step.mean() > 0 else 1.0,
-        energy_mb_pj={"bp": tuple(cols["e_bp"]), "adagp_bp": tuple(cols["e_abp"]), "gp": tuple(cols["e_gp"])},
+        energy_mb_pj={"bp": tuple(cols["e_bp"]), "scheme_bp": tuple(cols["e_sbp"]), "gp": tuple(cols["e_gp"])},
         energy_update_pj={"bp": tuple(cols["eu"]), "gp": tuple(cols["eug"])},
         leakage_w=tuple(float(leakage_w(h, tech)) for h in hws),
         grad_bytes=tuple(cols["gb"]), grad_bytes_gp=tuple(cols["gbg"]), pred_grad_bytes=float(pred_param_bytes),
         microbatch=int(getattr(ops, "batch", 0)),
-        dram_mb_bytes={"bp": tuple(cols["d_bp"]), "adagp_bp": tuple(cols["d_abp"]), "gp": tuple(cols["d_gp"])})
+        dram_mb_bytes={"bp": tuple(cols["d_bp"]), "scheme_bp": tuple(cols["d_sbp"]), "gp": tuple(cols["d_gp"])})
 
 
 def step_counts(n_steps: int, *, scheme: str = "bp", warmup_frac: float = 0.0, gp_fraction: float = 0.0
@@ -780,7 +782,7 @@ class PipelineJob:
     peak_act_bytes: float
     steps_bp: int
     steps_gp: int
-    #: the step kinds the job runs ("bp": plain BP or ADA-GP BP phase, "gp")
+    #: the step kinds the job runs ("bp": plain BP or the scheme's BP phase, "gp")
     step: dict
     #: bytes over the links per step kind (pipeline messages of every replica plus the all-reduce)
     link_bytes: dict
@@ -816,8 +818,9 @@ def pipeline_job(mp: ModelPipeline, schedule: str, microbatches: int, *, n_steps
     def per_device(x):
         return [sum(x[c * p + r] for c in range(v)) for r in range(p)]
 
-    kinds = {"bp": (mp.bp if scheme == "bp" else mp.adagp_bp, False, n_bp,
-                    mp.energy_mb_pj["bp" if scheme == "bp" else "adagp_bp"], mp.energy_update_pj["bp"],
+    bp_kind = "bp" if scheme == "bp" else "scheme_bp"  # the key of a BP(-phase) step in mp's per-kind dicts
+    kinds = {"bp": (mp.bp if scheme == "bp" else mp.scheme_bp, False, n_bp, mp.energy_mb_pj[bp_kind],
+                    mp.energy_update_pj["bp"],
                     [g + (mp.pred_grad_bytes if scheme != "bp" else 0.0) for g in per_device(mp.grad_bytes)]),
              "gp": (mp.gp, True, n_gp, mp.energy_mb_pj["gp"], mp.energy_update_pj["gp"],
                     per_device(mp.grad_bytes_gp))}

@@ -94,12 +94,13 @@ class StepCost:
 
 @dataclass(frozen=True)
 class StepCosts:
-    """Plain BP, the scheme's BP-phase step and its GP-phase step; ``scheme`` names the plan."""
+    """Plain BP, the scheme's BP-phase step and its GP-phase step; ``scheme`` names the plan (``None``: steps
+    of no particular scheme, such as a free predictor's, which :func:`job_cost` accepts under any name)."""
 
     bp: StepCost
     scheme_bp: StepCost
     scheme_gp: StepCost
-    scheme: str = "adagp"
+    scheme: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,9 +222,10 @@ def _stash(ops, hw: HardwareArray, n_layers: int, fwd_compute_s, fwd_dram_s, kee
 
 
 class _FreePlan:
-    """No plan: a free predictor (no extra work); GP steps update the layers with their own weights."""
+    """No plan: a free predictor (no extra work) of no particular scheme; GP steps update the layers with their
+    own weights."""
 
-    name = "adagp"
+    name = None
     train = gp = None
     gp_wgrad = gp_igrad = gp_bwd_vec = gp_stash = ()
     overlap = "per_layer"
@@ -410,15 +412,15 @@ def _squeeze(s: StepCosts) -> StepCosts:
 
 def job_cost(steps: StepCosts, *, n_steps: int, warmup_frac: float = 0.0, gp_fraction: float = 0.0,
              scheme: str | None = None) -> JobCost:
-    """A training job of ``n_steps``: for ``scheme="bp"`` every step is plain BP; otherwise (``None`` or
-    ``steps.scheme``) the first ``round(warmup_frac * n_steps)`` steps are the scheme's BP-phase steps (its
+    """A training job of ``n_steps``: for ``scheme="bp"`` every step is plain BP; otherwise (``None``,
+    ``steps.scheme``, or any name when ``steps.scheme`` is ``None``) the first ``round(warmup_frac * n_steps)`` steps are the scheme's BP-phase steps (its
     predictor trains), then ``round(gp_fraction * rest)`` of the rest are GP steps and the others BP-phase
     steps."""
     if not 0.0 <= warmup_frac <= 1.0 or not 0.0 <= gp_fraction <= 1.0:
         raise ValueError("warmup_frac and gp_fraction must be in [0, 1]")
     if scheme == "bp":
         n_bp, n_gp, bp_step = n_steps, 0, steps.bp
-    elif scheme is None or scheme == steps.scheme:
+    elif scheme is None or steps.scheme is None or scheme == steps.scheme:
         warm = round(warmup_frac * n_steps)
         n_gp = round(gp_fraction * (n_steps - warm))
         n_bp, bp_step = n_steps - n_gp, steps.scheme_bp

@@ -11,7 +11,7 @@
 4. the quick start's hardware grid (``studies/quickstart.toml``: 1,458 points, weight stationary) over
    ResNet-18/CIFAR-10's training GEMMs (batch 128): ``gemm_cost`` now against the same call on earlier
    versions of ``accel/`` taken from git history (:data:`EARLIER`, run in a subprocess; skipped without
-   git), and the hardware model per training setting of the hybrid search (``dse.evaluate.hardware_metrics``
+   git), and the hardware model per training setting of the hybrid search (``dse.evaluation.evaluator.hardware_metrics``
    over the grid, then ``evaluate_hardware`` for each of the ``front_size`` points entered).
 
 Times are the best of a few runs, wall clock and CPU (the process's own): on a shared machine the CPU time
@@ -158,8 +158,8 @@ print(*best(lambda: gemm_cost(d["M"], d["K"], d["N"], d["R"], hw=hw, **kw), 1),
 
 
 def _quickstart():
-    from dse.hybrid import _hardware, hardware_candidates
-    from dse.studyfile import load_study
+    from dse.search.strategies.hybrid import _hardware, hardware_candidates
+    from dse.search.studyfile import load_study
 
     spec = load_study(_REPO / "studies" / "quickstart.toml")
     cands = hardware_candidates(spec, max_points=spec.inner_points, seed=0)
@@ -185,7 +185,7 @@ def _earlier(commit: str, npz: Path) -> list[float] | None:
 def quickstart_grid():
     from dataclasses import replace
 
-    from dse.evaluate import evaluate_hardware, hardware_metrics
+    from dse.evaluation.evaluator import evaluate_hardware, hardware_metrics
     from models.surrogate import SurrogateConfig
     from models.zoo import build
 

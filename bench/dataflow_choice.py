@@ -4,7 +4,7 @@
 
 1. For ResNet-18/CIFAR-10 (``studies/dataflows.toml``) and transformer_base (the same grid), one ADA-GP
    setting (GP fraction 0.3, predictor width 32): every hardware point of the study's grid costed with each
-   dataflow (``dse.evaluate.hardware_metrics``); how often each dataflow has the lowest job energy and the
+   dataflow (``dse.evaluation.evaluator.hardware_metrics``); how often each dataflow has the lowest job energy and the
    highest speed-up, and the median WS/OS and IS/OS ratios.
 2. The GEMMs of one training step on a 32x32 array (128 KiB ifmap and filter SRAM, 25.6 GB/s) as the ofmap
    SRAM grows: WS/OS and IS/OS ratios of energy, time and DRAM bytes (``accel.gemm_cost``).
@@ -49,10 +49,10 @@ def _grid(space: dict, base: dict) -> list[dict]:
 def grid_comparison():
     from dataclasses import replace
 
-    from dse.evaluate import hardware_metrics
-    from dse.schema import load_toml
-    from dse.studyfile import load_study
-    from dse.workload import Workload
+    from dse.evaluation.evaluator import hardware_metrics
+    from dse.config.schema import load_toml
+    from dse.search.studyfile import load_study
+    from dse.config.workload import Workload
     from models.surrogate import SurrogateConfig
 
     spec = load_study(STUDY)

@@ -4,7 +4,7 @@ Transformer on 4 and 8 accelerators; a Gantt picture; the 2BP arithmetic.
     .venv/bin/python bench/pipeline_figures.py [--out docs/img]
 
 Prints markdown tables (throughput, bubble rate, peak activation memory per device, speed-ups) computed by
-``dse.evaluate.evaluate_hardware`` -- the numbers a study computes -- and writes
+``dse.evaluation.evaluator.evaluate_hardware`` -- the numbers a study computes -- and writes
 ``pipeline-gantt.png`` (ResNet-50 on 4 accelerators: 1F1B, ZB-H1, ZB-H2, 2BP and an ADA-GP GP step, to one
 time scale).
 """
@@ -19,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accel import Hardware  # noqa: E402
 from accel.pipeline import SCHEDULES, StageCosts, simulate  # noqa: E402
-from dse.evaluate import Configuration, evaluate_hardware  # noqa: E402
-from dse.parallelism import ParallelConfig  # noqa: E402
-from dse.workload import Workload  # noqa: E402
+from dse.config.configuration import Configuration# noqa: E402
+from dse.evaluation.evaluator import evaluate_hardware
+from dse.config.parallel import ParallelConfig# noqa: E402
+from dse.config.workload import Workload  # noqa: E402
 from models.surrogate import SurrogateConfig  # noqa: E402
 
 #: one accelerator of the pipeline: 64x64 weight-stationary, 3 x 256 KiB, 51.2 GB/s, a time-shared predictor
@@ -81,7 +82,7 @@ def gantt_png(out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from dse.cli_pipeline import model_steps
+    from dse.cli.pipeline import model_steps
 
     colors = {"F": "#4c72b0", "B": "#dd8452", "BW": "#dd8452", "W": "#55a868", "P": "#8172b3", "U": "#937860",
               "R": "#cccccc"}

@@ -93,9 +93,9 @@ def main() -> None:
         import numpy as np
         import optuna
 
-        from dse.evaluate import evaluate
-        from dse.study import _evaluate_trial
-        from dse.studyfile import spec_from_dict
+        from dse.evaluation.evaluator import evaluate
+        from dse.search.study import _evaluate_trial
+        from dse.search.studyfile import spec_from_dict
         import tomllib
 
         spec = spec_from_dict(tomllib.loads(STUDY))

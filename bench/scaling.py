@@ -46,7 +46,7 @@ def _once(study: Path, seed: int, workers: int, trials: int | None, tmp: Path) -
     spec = dse.load_study(f).with_overrides(seed=seed, trials=trials)
     url = f"sqlite:///{folder / (spec.name + '.db')}" if workers == 1 else \
         f"journal:///{folder / (spec.name + '.journal')}"
-    from dse.strategy import BudgetTracker
+    from dse.search.runner import BudgetTracker
 
     study = dse.open_study(spec, storage=url)
     st = study.status()

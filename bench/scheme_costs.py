@@ -9,7 +9,7 @@ parameters; a GP step's time, energy, extra MACs (feedback / heads / modules / p
 backward MACs (weight-gradient GEMMs the scheme still computes) and the activations it keeps (and how much
 of them goes off chip); the BP-phase step's overhead over plain BP; and the speed-up over plain BP on the
 same hardware (``speedup_same_hw``) at GP fractions 0.2 / 0.4 / 0.5 with a 10% warm-up -- for the zoo
-models the figure ``dse evaluate`` reports (``dse.evaluate.evaluate_hardware``), for the surrogate's network
+models the figure ``dse evaluate`` reports (``dse.evaluation.evaluator.evaluate_hardware``), for the surrogate's network
 the same formula (``accel.schedule.job_cost``).
 """
 
@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from accel import Hardware  # noqa: E402
 from accel.schedule import job_cost, step_costs  # noqa: E402
-from dse.evaluate import Configuration, evaluate_hardware  # noqa: E402
-from dse.workload import Workload  # noqa: E402
+from dse.config.configuration import Configuration# noqa: E402
+from dse.evaluation.evaluator import evaluate_hardware
+from dse.config.workload import Workload  # noqa: E402
 from models.schemes import DNIShape, dni_ops, scheme_plan  # noqa: E402
 from models.surrogate import SurrogateConfig  # noqa: E402
 from models.surrogate.workload import surrogate_net  # noqa: E402

@@ -7,7 +7,7 @@ A surrogate run is a distinct training setting (the expensive part: seconds of t
 repeat a setting or change only hardware are cache hits and cost milliseconds. Every method runs until it
 has spent its surrogate runs (joint methods: --runs; hybrid: --hybrid-runs), on a copy of the study with
 the method's sampler and seed. The hypervolume is always taken with the study's fixed reference point
-(dse.study.hv_reference). Prints a table of the mean and spread over seeds at checkpoints, writes the
+(dse.search.study.hv_reference). Prints a table of the mean and spread over seeds at checkpoints, writes the
 curves as CSV and a seaborn plot.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.pareto import hypervolume
-from dse.study import hv_reference, load_points, open_study, run
-from dse.studyfile import load_study
+from dse.search.pareto import hypervolume
+from dse.search.study import hv_reference, load_points, open_study, run
+from dse.search.studyfile import load_study
 
 CHECKPOINTS = (5, 10, 25, 50, 100, 200)
 
@@ -138,7 +138,7 @@ def main() -> None:
         dense.append(pd.DataFrame({"surrogate runs": grid, "hypervolume": hv, "method": method, "seed": seed}))
     d = pd.concat(dense).dropna()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    from dse.figures import method_colours  # one colour per method in every figure
+    from dse.figures.charts import method_colours  # one colour per method in every figure
 
     pal = method_colours(d.method.unique())
     sns.lineplot(data=d, x="surrogate runs", y="hypervolume", hue="method", errorbar=("pi", 100), ax=ax,

@@ -107,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSE_CACHE_DIR"] = tmp
         from models.surrogate import SurrogateConfig, evaluate
-        from models.surrogate.evaluate import CONTROLS
+        from models.surrogate.evaluation import CONTROLS
         from models.surrogate.tasks import load_task
 
         cfg = SurrogateConfig(scheme=args.scheme)

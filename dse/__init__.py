@@ -10,7 +10,8 @@ The public API (keyword arguments after the study; details in :mod:`dse.api`)::
     study.export(knee=True)                            # TOML that `dse evaluate` reproduces exactly
     dse.evaluate(dse.load_configuration("knee.toml"))  # every metric of one configuration
 
-Extension points, one place each: metrics (:mod:`dse.metrics`), search strategies (:mod:`dse.strategy`).
+Extension points, one place each: metrics (:mod:`dse.evaluation.metrics`), search strategies (:mod:`dse.search.strategies`),
+samplers (:mod:`dse.search.samplers`).
 Names are imported on first use, so ``import dse`` stays light (the CLI checks files before importing Optuna).
 """
 
@@ -20,11 +21,8 @@ __version__ = "0.1.0"
 
 from dse.errors import UsageError
 
-# `dse.evaluate` is the function (evaluate one configuration), not its module: the module is imported here
-# first, so that the import system's binding of the submodule happens before the function takes the name
-# (the module stays reachable as `from dse.evaluate import ...`).
-import dse.evaluate  # noqa: E402,F401
-from dse.evaluate import Configuration, evaluate, load_configuration  # noqa: E402
+from dse.config.configuration import Configuration, load_configuration  # noqa: E402 - after __version__
+from dse.evaluation.evaluator import evaluate  # noqa: E402
 
 _API = ("load_study", "run", "open_study", "Study", "configuration", "StudySpec", "Point")
 

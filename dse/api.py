@@ -16,7 +16,7 @@ True
 True
 
 Every function takes keyword arguments after the study (``storage``: a storage URL, default a SQLite file
-beside the study file; see :mod:`dse.study`). ``tests/dse/test_api.py`` runs this example (on a small study).
+beside the study file; see :mod:`dse.search.study`). ``tests/dse/test_api.py`` runs this example (on a small study).
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from dse.evaluate import Configuration, evaluate, load_configuration
-from dse.pareto import Point
-from dse.studyfile import StudySpec, load_study
+from dse.config.configuration import Configuration, load_configuration
+from dse.errors import UsageError
+from dse.evaluation.evaluator import evaluate
+from dse.search.pareto import Point
+from dse.search.studyfile import StudySpec, load_study
 
 __all__ = ["load_study", "run", "open_study", "Study", "evaluate", "configuration", "load_configuration",
            "Configuration", "StudySpec", "Point"]
@@ -34,7 +36,7 @@ __all__ = ["load_study", "run", "open_study", "Study", "evaluate", "configuratio
 
 def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
         workers: int | None = None, progress: Callable[[dict], None] | None = None, quiet: bool = True,
-        accept_changes: bool = False, **kw: Any):
+        accept_changes: bool = False, sampler: Any = None, **kw: Any):
     """Run (or resume) the study to its budget with its strategy (``spec.strategy``).
 
     ``workers`` (default: the file's ``[study] workers``, else 1) > 1 starts that many local ``dse worker``
@@ -42,28 +44,33 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     ``quiet=False`` then shows one progress bar. ``progress(figures)`` (one process) is called after each
     step. Returns a dict-like result: ``finished``,
     ``budget``, ``complete``, ``front``, ``hypervolume``, ``interrupted``, ``storage``, ``failed`` and the
-    strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). Extra keyword arguments go to
-    :func:`dse.strategy.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
+    strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). ``sampler``: an Optuna sampler
+    instance (any ``optuna.samplers.BaseSampler``) instead of the file's ``sampler`` name, in one process
+    (:mod:`dse.search.samplers` lists the names). Extra keyword arguments go to
+    :func:`dse.search.runner.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
     """
     if trials is not None:
         spec = spec.with_overrides(trials=trials)
     workers = spec.workers if workers is None else workers
     if workers > 1:
-        from dse.parallel import run_workers
+        from dse.search.workers import run_workers
 
+        if sampler is not None:
+            raise UsageError("sampler: a sampler instance runs in this process only; use workers=1, or name a "
+                             "sampler in the study file for worker processes")
         return run_workers(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
                            accept_changes=accept_changes)
-    from dse.strategy import run_study
+    from dse.search.runner import run_study
 
     return run_study(spec, storage=storage, timeout=timeout, progress=progress, accept_changes=accept_changes,
-                     **kw)
+                     sampler=sampler, **kw)
 
 
 def open_study(spec: StudySpec | str | Path, *, storage: str | None = None) -> "Study":
     """The stored study of ``spec`` (a :class:`StudySpec` or the path of its file), read-only."""
     if not isinstance(spec, StudySpec):
         spec = load_study(spec)
-    from dse.study import open_study as _open, storage_url
+    from dse.search.study import open_study as _open, storage_url
 
     return Study(spec, _open(spec, storage, create=False), storage_url(spec, storage))
 
@@ -86,13 +93,13 @@ class Study:
 
     def points(self) -> list[Point]:
         """Every complete trial as a :class:`Point` (feasibility by the study's constraints)."""
-        from dse.study import load_points
+        from dse.search.study import load_points
 
         return load_points(self._study, self.spec)
 
     def front_points(self) -> list[Point]:
         """The feasible Pareto-optimal points, best first in the first objective."""
-        from dse.pareto import front
+        from dse.search.pareto import front
 
         f = front(self.points(), self.spec.directions)
         sign = -1 if self.spec.directions[0] == "maximize" else 1
@@ -111,7 +118,7 @@ class Study:
     def front_rows(self, *, columns: list[str] | None = None, sort: str | None = None,
                    limit: int | None = None, where: list[str] = ()) -> list[dict]:
         """:meth:`front` as a list of dicts (what ``dse pareto`` prints)."""
-        from dse.views import pareto_rows
+        from dse.results.views import pareto_rows
 
         return pareto_rows(self.spec, self._study, columns=columns, sort=sort, limit=limit, where=list(where))
 
@@ -119,8 +126,7 @@ class Study:
                pareto: bool = False) -> list[Point]:
         """Points to export: the front's knee (the default), the feasible point ``best`` in a metric (with
         conditions ``where`` such as ``"accuracy_drop<=1"``), or the whole front (``pareto``)."""
-        from dse.errors import UsageError
-        from dse.export import export_points
+        from dse.results.export import export_points
 
         if sum([knee, best is not None, pareto]) > 1:
             raise UsageError("export: choose one of knee, best, pareto")
@@ -129,12 +135,12 @@ class Study:
     def export(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
                pareto: bool = False, format: str = "toml") -> str:
         """The selected configurations as text: ``toml`` (one configuration), ``json`` or ``csv``."""
-        from dse.export import render
+        from dse.results.export import render
 
         return render(self.select(knee=knee, best=best, where=where, pareto=pareto), format, self.spec)
 
     def status(self) -> dict:
         """Trials by state, the budget, feasible trials, the front's size and hypervolume, failure reasons."""
-        from dse.views import status_summary
+        from dse.results.views import status_summary
 
         return status_summary(self.spec, study=self._study, url=self._url)

@@ -32,5 +32,5 @@ def test_package_never_imports_optuna_or_upper_layers(package):
 
 
 def test_the_check_sees_imports_inside_functions():
-    text = "def f():\n    import optuna\n    from dse.study import x\n"
+    text = "def f():\n    import optuna\n    from dse.search.study import x\n"
     assert {"optuna", "dse"} <= _imports(text)

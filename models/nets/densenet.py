@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.graph import Net, Tensor
-from models.zoo import dataset_input, register
+from models.nets.registry import dataset_input, register
 
 # name -> (growth rate, layers per dense block, stem width)
 CONFIGS = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Callable
 
 from models.graph import Net, Tensor
-from models.zoo import dataset_input, register
+from models.nets.registry import dataset_input, register
 
 #: native input size of both networks
 SIZE = 299

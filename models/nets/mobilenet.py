@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.graph import Net, Tensor
-from models.zoo import dataset_input, register
+from models.nets.registry import dataset_input, register
 
 # expansion t, output channels c, repeats n, first stride s (the paper's Table 2)
 SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),

@@ -36,7 +36,7 @@ the base model. ``num_classes`` overrides the vocabulary size (the classes of it
 from __future__ import annotations
 
 from models.graph import Net, Tensor
-from models.zoo import register
+from models.nets.registry import register
 
 #: the base model (the paper's Table 3, row "base")
 D_MODEL = 512

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.graph import Net
-from models.zoo import dataset_input, register
+from models.nets.registry import dataset_input, register
 
 # numbers are conv widths, "M" a 2x2 max-pool (torchvision's cfgs "B", "D", "E")
 CFGS = {

@@ -22,7 +22,7 @@ output width. The zoo's image-classification data sets do not apply to a detecto
 from __future__ import annotations
 
 from models.graph import Net, Tensor
-from models.zoo import register
+from models.nets.registry import register
 
 #: native input size and COCO's class count
 SIZE = 416

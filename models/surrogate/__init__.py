@@ -1,5 +1,5 @@
 """Lightweight training surrogate: real numpy training with BP and the gradient schemes of
-:mod:`models.surrogate.schemes` (adagp, efb, local, dni), each against the null, null-momentum and
+:mod:`models.schemes` (adagp, efb, local, dni), each against the null, null-momentum and
 truncated controls.
 
 Public surface::
@@ -12,7 +12,7 @@ Numpy only (no torch, no Optuna). See ``docs/surrogate.md``.
 """
 
 from models.surrogate.config import NETWORKS, SCHEMES, TASKS, SurrogateConfig, load_training_table
-from models.surrogate.evaluate import CACHE_VERSION, SurrogateResult, evaluate
+from models.surrogate.evaluation import CACHE_VERSION, SurrogateResult, evaluate
 from models.surrogate.tasks import CacheError, cache_dir
 
 __all__ = [

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from models.schemes.registry import CONFIGURABLE
+
 __all__ = ["SurrogateConfig", "TASKS", "TASK_CLASSES", "NETWORKS", "SCHEMES", "load_training_table"]
 
 TASKS = ("mnist1d", "digits", "fashion")
@@ -20,9 +22,9 @@ NETWORKS = ("cnn", "cnn_pool", "mlp", "resnet")
 #: Image tasks (inputs ``(H, W, 1)``): they need an image network.
 IMAGE_TASKS = ("fashion",)
 IMAGE_NETWORKS = ("resnet", "mlp")
-#: the configurable gradient schemes (``models.surrogate.schemes`` registers each); the last four are the
-#: reference (plain BP) and the controls, each as the control of ADA-GP's run with the same knobs
-SCHEMES = ("adagp", "efb", "local", "dni", "bp", "null", "null_momentum", "truncated")
+#: the configurable gradient schemes, from their name table (``models.schemes.registry``): the schemes under
+#: study, then the reference (plain BP) and the controls, each as the control of ADA-GP's run with the same knobs
+SCHEMES = CONFIGURABLE
 #: classes of each task (``efb_rank`` is at most this)
 TASK_CLASSES = {"mnist1d": 10, "digits": 10, "fashion": 10}
 PRED_FEATURES = ("level", "deviation", "both")
@@ -142,7 +144,7 @@ class SurrogateConfig:
     ``batch_size``, ``lr`` and ``momentum`` of SGD with momentum; ``lr_decay``: cosine decay of the learning
     rate to zero over the run (it makes the final test accuracy far less noisy than a constant rate).
 
-    Scheme (``models.surrogate.schemes``): ``"adagp"`` (predicted weight gradients in GP phases),
+    Scheme (``models.schemes``, one module per scheme): ``"adagp"`` (predicted weight gradients in GP phases),
     ``"efb"`` (error feedback: each layer's output gradient from the output error through a learned low-rank
     map, ``dW`` from the layer's own input), ``"local"`` (a local auxiliary classifier per layer; the layer
     updates from its local loss), ``"dni"`` (DNI-style synthetic gradients dL/dh from h and the label in GP

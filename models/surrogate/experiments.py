@@ -14,9 +14,11 @@ import math
 from typing import Any, Sequence
 
 from models.surrogate.config import SurrogateConfig
-from models.surrogate.evaluate import _mean, _run, _std, evaluate
+from models.schemes.registry import CONTROLS, GAIN_KEYS
+from models.surrogate.evaluation import cached_run, evaluate
+from models.surrogate.stats import mean, pm, std
 
-__all__ = ["row", "oracle_row", "tables"]
+__all__ = ["row", "oracle_row", "tables", "with_null", "gain_heads", "gain_cells", "control_cells"]
 
 
 def row(label: str, cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, Any]:
@@ -27,9 +29,9 @@ def row(label: str, cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, Any
 
 def with_null(cfg: SurrogateConfig, kind: str, seed: int) -> tuple[dict, dict, dict]:
     """One seed's plain-BP run, its ``kind`` run and the null control replaying that run's BP/GP steps."""
-    b, _ = _run(cfg, "bp", seed, True)
-    r, _ = _run(cfg, kind, seed, True)
-    n, _ = _run(cfg, "null", seed, True, replay_from=r)
+    b, _ = cached_run(cfg, "bp", seed, True)
+    r, _ = cached_run(cfg, kind, seed, True)
+    n, _ = cached_run(cfg, "null", seed, True, replay_from=r)
     return b, r, n
 
 
@@ -46,15 +48,30 @@ def oracle_row(label: str, cfg: SurrogateConfig, seeds: Sequence[int], kind: str
     drop = [b - a for a, b in zip(acc, bp)]
     gain = [a - n for a, n in zip(acc, null)]
     return {
-        "label": label, "accuracy": _mean(acc), "accuracy_std": _std(acc), "accuracy_bp": _mean(bp),
-        "accuracy_null": _mean(null), "accuracy_null_std": _std(null), "accuracy_drop": _mean(drop),
-        "accuracy_drop_std": _std(drop), "predictor_gain": _mean(gain), "predictor_gain_std": _std(gain),
-        "gp_fraction": _mean(gp), "cos": None, "relerr": None, "predictor_params": 0,
+        "label": label, "accuracy": mean(acc), "accuracy_std": std(acc), "accuracy_bp": mean(bp),
+        "accuracy_null": mean(null), "accuracy_null_std": std(null), "accuracy_drop": mean(drop),
+        "accuracy_drop_std": std(drop), "predictor_gain": mean(gain), "predictor_gain_std": std(gain),
+        "gp_fraction": mean(gp), "cos": None, "relerr": None, "predictor_params": 0,
     }
 
 
 def _f(x, spec):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def gain_heads() -> str:
+    """Column heads of a scheme's gains against the controls (:data:`CONTROLS` order), for a Markdown row."""
+    return " | ".join(("gain vs " if i == 0 else "vs ") + c for i, c in enumerate(CONTROLS))
+
+
+def gain_cells(r: dict[str, Any]) -> str:
+    """A result row's gains against the controls (mean ± standard deviation), under :func:`gain_heads`."""
+    return " | ".join(pm(r, GAIN_KEYS[c]) for c in CONTROLS)
+
+
+def control_cells(r: dict[str, Any]) -> str:
+    """A result row's accuracies of the controls (mean ± standard deviation), under their names."""
+    return " | ".join(f"{r[f'accuracy_{c}']:.2f} ± {r[f'accuracy_{c}_std']:.2f}" for c in CONTROLS)
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -72,36 +89,31 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _pm(r, key, spec="+.2f"):
-    return f"{format(r[key], spec)} ± {r[key + '_std']:.2f}"
-
-
 def markdown_controls(rows: list[dict[str, Any]]) -> str:
-    """A scheme row against all three controls, with its quality against the minibatch and the large-batch
+    """A scheme row against every control, with its quality against the minibatch and the large-batch
     gradient (``cos`` / ``cos_large``, the true minibatch gradient's ``cos_large_bp`` beside it) and the
     probe subset's one-step loss decrease (prediction / true minibatch gradient, x 1e-3)."""
-    head = ("| setting | GP fraction | accuracy | drop | gain vs null | vs null_momentum | vs truncated | cos | "
+    head = (f"| setting | GP fraction | accuracy | drop | {gain_heads()} | cos | "
             "cos large (BP) | loss decr. x1e-3 (BP) | params |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            "|---|" + "---:|" * (len(CONTROLS) + 7))
     lines = [head]
     for r in rows:
         dec = "-" if r["loss_decrease"] is None else f"{r['loss_decrease'] * 1e3:.2f} ({r['loss_decrease_bp'] * 1e3:.2f})"
         cl = "-" if r["cos_large"] is None else f"{r['cos_large']:.3f} ({r['cos_large_bp']:.3f})"
         lines.append(
             f"| {r['label']} | {r['gp_fraction']:.2f} | {r['accuracy']:.2f} ± {r['accuracy_std']:.2f} | "
-            f"{_pm(r, 'accuracy_drop', '.2f')} | {_pm(r, 'predictor_gain')} | {_pm(r, 'gain_vs_null_momentum')} | "
-            f"{_pm(r, 'gain_vs_truncated')} | {_f(r['cos'], '.3f')} | {cl} | {dec} | {r['predictor_params']} |"
+            f"{pm(r, 'accuracy_drop', '.2f')} | {gain_cells(r)} | "
+            f"{_f(r['cos'], '.3f')} | {cl} | {dec} | {r['predictor_params']} |"
         )
     return "\n".join(lines)
 
 
 def markdown_reference(rows: list[dict[str, Any]]) -> str:
     """The reference and the controls' own accuracies at each GP fraction."""
-    lines = ["| GP fraction | BP | null | null_momentum | truncated |", "|---:|---:|---:|---:|---:|"]
+    lines = ["| GP fraction | BP | " + " | ".join(CONTROLS) + " |", "|---:|---:|" + "---:|" * len(CONTROLS)]
     for r in rows:
         lines.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | "
-                     + " | ".join(f"{r[f'accuracy_{c}']:.2f} ± {r[f'accuracy_{c}_std']:.2f}"
-                                  for c in ("null", "null_momentum", "truncated")) + " |")
+                     + control_cells(r) + " |")
     return "\n".join(lines)
 
 
@@ -155,7 +167,7 @@ def high_rows(seeds: Sequence[int]) -> list[dict[str, Any]]:
 
 def _paired(cfg: SurrogateConfig, seeds: Sequence[int]) -> dict[str, list]:
     """The scheme's runs and their BP references only (no controls), per seed."""
-    runs = [(_run(cfg, "bp", s, True)[0], _run(cfg, cfg.scheme, s, True)[0]) for s in seeds]
+    runs = [(cached_run(cfg, "bp", s, True)[0], cached_run(cfg, cfg.scheme, s, True)[0]) for s in seeds]
     return {"acc": [r["accuracy"] for _, r in runs], "bp": [b["accuracy"] for b, _ in runs],
             "gp": [r["gp_fraction"] for _, r in runs], "cos": [r["cos"] for _, r in runs]}
 
@@ -171,16 +183,16 @@ def adaptive_table(seeds: Sequence[int]) -> str:
         cfg = base.replace(adaptive=True, cos_threshold=ADAPTIVE[name], relerr_threshold=10.0, gp_phase_min=1,
                            gp_phase_max=8, gp_phase_init=4, **kw)
         a = _paired(cfg, seeds)
-        frac = round(_mean(a["gp"]), 2)
+        frac = round(mean(a["gp"]), 2)
         f = _paired(base.replace(gp_fraction=frac, **kw), seeds)
         diff = [x - y for x, y in zip(a["acc"], f["acc"])]
         da = [b - x for b, x in zip(a["bp"], a["acc"])]
         dfx = [b - x for b, x in zip(f["bp"], f["acc"])]
         lines.append(
-            f"| {name} | cos >= {ADAPTIVE[name]}, GP phases 1..8, BP 4 | {_mean(a['gp']):.2f} / {_mean(f['gp']):.2f} | "
-            f"{_mean(a['acc']):.2f} ± {_std(a['acc']):.2f} | {_mean(f['acc']):.2f} ± {_std(f['acc']):.2f} | "
-            f"{_mean(da):.2f} ± {_std(da):.2f} | {_mean(dfx):.2f} ± {_std(dfx):.2f} | "
-            f"{_mean(diff):+.2f} ± {_std(diff):.2f} | {_mean(a['cos']):.3f} |")
+            f"| {name} | cos >= {ADAPTIVE[name]}, GP phases 1..8, BP 4 | {mean(a['gp']):.2f} / {mean(f['gp']):.2f} | "
+            f"{mean(a['acc']):.2f} ± {std(a['acc']):.2f} | {mean(f['acc']):.2f} ± {std(f['acc']):.2f} | "
+            f"{mean(da):.2f} ± {std(da):.2f} | {mean(dfx):.2f} ± {std(dfx):.2f} | "
+            f"{mean(diff):+.2f} ± {std(diff):.2f} | {mean(a['cos']):.3f} |")
     return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ class Net:
     ``in_shape``: one sample's input shape; ``out_shapes``: each layer's per-sample output shape (by
     ``id``), found by one forward pass of a zero sample. What the gradient schemes need of a network
     (``backward_to``, ``pooling`` and the layers' ``out``/``dout``/``backward``) is listed in
-    :mod:`models.surrogate.schemes`."""
+    :mod:`models.schemes.base`."""
 
     def __init__(self, layers, in_shape):
         self.layers = list(layers)

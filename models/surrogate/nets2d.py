@@ -7,7 +7,7 @@ classifier. A basic block is ConvBN 3x3 (stride s, ReLU) -> ConvBN 3x3 (no ReLU)
 identity, or a ConvBN 1x1 at stride s when the shape changes), then a ReLU.
 
 The network presents what the training loop and the gradient schemes need of a network (listed in
-:mod:`models.surrogate.schemes`): ``param_layers`` (the parameter units in forward order, the classifier
+:mod:`models.schemes.base`): ``param_layers`` (the parameter units in forward order, the classifier
 last; within a block the shortcut comes first, so the unit just below the classifier is the last block's
 second convolution), ``out_shapes``, ``forward``, ``backward(dlogits)`` (every unit's ``dout`` and gradients
 set), ``backward_to``, ``pooling`` (adaptive average pooling onto a grid), ``predict`` (inference mode: batch

@@ -20,15 +20,18 @@ import sys
 from typing import Any, Sequence
 
 from models.surrogate.config import SurrogateConfig
-from models.surrogate.evaluate import _mean, _std, evaluate
-from models.surrogate.experiments import _pm, with_null
+from models.schemes.registry import CONTROLS, PREDICTING
+from models.surrogate.evaluation import evaluate
+from models.surrogate.experiments import control_cells, gain_cells, gain_heads, with_null
+from models.surrogate.stats import mean, pm, std
 
 __all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_controls", "markdown_budget",
            "main"]
 
 #: the image proxy's committed setting (``studies/surrogate-fashion.toml`` holds the same; a test checks it)
 FASHION = SurrogateConfig(task="fashion", network="resnet", width=8, epochs=8, batch_size=128, lr=0.2)
-SCHEMES = ("adagp", "efb", "local", "dni")
+#: the schemes under study, from their name table (``models.schemes.registry``)
+SCHEMES = PREDICTING
 #: proxy budgets (epochs) compared on each task: half, the default, twice the default
 BUDGETS = {"mnist1d": (5, 10, 20), "fashion": (4, 8, 16)}
 
@@ -77,36 +80,34 @@ def budget_rows(base: SurrogateConfig, budgets: Sequence[int], fractions: Sequen
                 drop = [x - a for a, x in zip(acc, bp)]
                 ndrop = [x - a for a, x in zip(null, bp)]
                 rows.append({"epochs": e, "gp_fraction": f, "scheme": name, "seeds": len(seeds),
-                             "accuracy_bp": _mean(bp), "accuracy_bp_std": _std(bp),
-                             "drop": _mean(drop), "drop_std": _std(drop),
-                             "null_drop": _mean(ndrop), "null_drop_std": _std(ndrop)})
+                             "accuracy_bp": mean(bp), "accuracy_bp_std": std(bp),
+                             "drop": mean(drop), "drop_std": std(drop),
+                             "null_drop": mean(ndrop), "null_drop_std": std(ndrop)})
     return rows
 
 
 def markdown_schemes(rows: list[dict[str, Any]]) -> str:
-    head = ("| setting | GP fraction | proxy accuracy | BP | drop | gain vs null | vs null_momentum | vs truncated "
-            "| cos | params |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    head = (f"| setting | GP fraction | proxy accuracy | BP | drop | {gain_heads()} "
+            "| cos | params |\n|---|" + "---:|" * (len(CONTROLS) + 6))
     out = [head]
     for r in rows:
         cos = "-" if r.get("cos") is None else f"{r['cos']:.3f}"
         out.append(f"| {r['label']} | {r['gp_fraction']:.2f} | {r['accuracy']:.2f} ± {r['accuracy_std']:.2f} | "
-                   f"{r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | {_pm(r, 'accuracy_drop', '.2f')} | "
-                   f"{_pm(r, 'predictor_gain')} | {_pm(r, 'gain_vs_null_momentum')} | {_pm(r, 'gain_vs_truncated')} "
-                   f"| {cos} | {r['predictor_params']} |")
+                   f"{r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | {pm(r, 'accuracy_drop', '.2f')} | "
+                   f"{gain_cells(r)} | {cos} | {r['predictor_params']} |")
     return "\n".join(out)
 
 
 def markdown_controls(rows: list[dict[str, Any]]) -> str:
-    """The BP reference and the three controls at each GP fraction of the scheme rows (a fixed schedule's
+    """The BP reference and the controls at each GP fraction of the scheme rows (a fixed schedule's
     controls are the same runs for every scheme)."""
-    out = ["| GP fraction | BP | null | null_momentum | truncated |\n|---:|---:|---:|---:|---:|"]
+    out = ["| GP fraction | BP | " + " | ".join(CONTROLS) + " |\n|---:|---:|" + "---:|" * len(CONTROLS)]
     seen = set()
     for r in rows:
         if r["gp_fraction"] in seen:
             continue
         seen.add(r["gp_fraction"])
-        cells = [f"{r[f'accuracy_{c}']:.2f} ± {r[f'accuracy_{c}_std']:.2f}" for c in ("null", "null_momentum", "truncated")]
-        out.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | " + " | ".join(cells) + " |")
+        out.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | " + control_cells(r) + " |")
     return "\n".join(out)
 
 

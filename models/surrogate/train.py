@@ -4,7 +4,7 @@ Pairing: the network's initialization comes from ``default_rng(seed)`` and the b
 ``default_rng([seed, 1])`` for every scheme, so BP, the scheme and its controls of one seed see the same
 initial weights and the same batches. A scheme's own randomness has its own streams (``[seed, 2]``, ...).
 
-Step kinds (the loop has no per-scheme branch; what differs is in :mod:`models.surrogate.schemes`):
+Step kinds (the loop has no per-scheme branch; what differs is in the scheme's module, :mod:`models.schemes`):
 
 * **BP step**: forward, loss, full backward; the scheme's ``bp_step`` predicts the predicted layers'
   gradients from this batch (the quality signal: cosine and relative error against the true gradient;
@@ -24,11 +24,12 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from models.schemes.base import Step, predicted_layers
+from models.schemes.registry import make_scheme
 from models.surrogate.config import SurrogateConfig
 from models.surrogate.layers import softmax_cross_entropy
 from models.surrogate.nets import build_network, kept_statistics
 from models.surrogate.predictors import grad_matrix
-from models.surrogate.schemes import Step, make_scheme, predicted_layers
 from models.surrogate.tasks import load_task
 
 __all__ = ["train_run", "Schedule", "phases_to_mask", "PROBE_SIZE", "PROBE_EVERY"]
@@ -136,7 +137,7 @@ def train_run(
     cfg: SurrogateConfig, scheme: str, seed: int, *, replay: Optional[np.ndarray] = None,
     observer: Optional[Callable[[Step, Optional[list]], None]] = None,
 ) -> dict[str, Any]:
-    """Train once with the registered scheme ``scheme`` (:mod:`models.surrogate.schemes`: ``bp``,
+    """Train once with the registered scheme ``scheme`` (:mod:`models.schemes`: ``bp``,
     ``adagp``, ``efb``, ``local``, ``dni``; the controls ``null``, ``null_momentum``, ``truncated`` need
     ``replay``, the GP mask of the run they control; the diagnostics ``oracle`` and ``stale`` are meant for
     ``adaptive=False``). ``observer(step, preds)``, if given, is called on every BP step after the scheme's

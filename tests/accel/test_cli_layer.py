@@ -8,7 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from dse.cli_layer import layer
+from accel import DATAFLOW_NAMES
+from dse.cli.layer import layer
 from dse.errors import UsageError
 
 app = typer.Typer()
@@ -84,13 +85,15 @@ def test_dataflow_all_shows_the_spread_across_dataflows():
     res = runner.invoke(app, args + ["--dataflow", "all", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)["dataflows"]
-    assert set(out) == {"os", "ws", "is"}
-    for df in ("os", "ws", "is"):
+    assert set(out) == set(DATAFLOW_NAMES)  # every registered dataflow
+    for df in DATAFLOW_NAMES:
         one = json.loads(runner.invoke(app, args + ["--dataflow", df, "--json"]).output)
         assert out[df]["energy_pj"]["total"] == pytest.approx(one["energy_pj"]["total"], rel=1e-12)
-    totals = [out[df]["energy_pj"]["total"] for df in ("os", "ws", "is")]
-    assert len(set(totals)) == 3  # the dataflows cost differently
-    table = runner.invoke(app, args + ["--dataflow", "all"])
+    totals = [out[df]["energy_pj"]["total"] for df in DATAFLOW_NAMES]
+    assert len(set(totals)) == len(DATAFLOW_NAMES)  # the dataflows cost differently
+    # one column per dataflow: a terminal wide enough that no label wraps, however many are registered
+    table = runner.invoke(app, args + ["--dataflow", "all"], env={"COLUMNS": str(40 + 20 * len(DATAFLOW_NAMES))})
     assert table.exit_code == 0
-    for word in ("OS", "WS", "IS", "energy / best", "spread (highest / lowest)", "DRAM bytes ifmap"):
+    for word in (*(df.upper() for df in DATAFLOW_NAMES), "energy / best", "spread (highest / lowest)",
+                 "DRAM bytes ifmap"):
         assert word in table.output

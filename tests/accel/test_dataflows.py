@@ -8,12 +8,14 @@ Buffer sizes are given as the bytes of one half (``kb = bytes / 512``).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import accel.hardware
 from accel import Hardware, HardwareArray, gemm_cost
-from accel.dataflow import DATAFLOWS, by_code, by_name
+from accel.dataflow import DATAFLOW_NAMES, DATAFLOWS, Dataflow, by_code, by_name
 from accel.gemm import Im2col
 
 GEO = Im2col.conv(6, 6, 2, 3, 3, stride=1, pad=0)
@@ -123,21 +125,42 @@ def test_dataflows_differ_in_the_pes():
         assert per_mac[df][0] == pytest.approx(6.0, rel=1e-3) and per_mac[df][1] == pytest.approx(6.0, rel=0.08)
 
 
-def test_registry_is_the_one_place_and_a_fourth_name_raises():
-    assert [d.name for d in DATAFLOWS] == ["os", "ws", "is"]
-    assert [d.code for d in DATAFLOWS] == [0, 1, 2]
-    assert len({type(d) for d in DATAFLOWS}) == 3  # one class per dataflow
-    assert by_name("ws") is DATAFLOWS[1] and by_code(2) is DATAFLOWS[2]
-    with pytest.raises(ValueError, match="dataflow: must be one of os, ws, is; got 'rs'"):
+def test_the_known_dataflows_keep_their_names_and_codes():
+    # a HardwareArray stores a dataflow as its code: new dataflows are appended, these never move
+    assert [(by_code(c).name, c) for c in range(3)] == [("os", 0), ("ws", 1), ("is", 2)]
+    assert DATAFLOW_NAMES[:3] == ("os", "ws", "is")
+
+
+@pytest.mark.parametrize("df", DATAFLOWS, ids=DATAFLOW_NAMES)
+def test_every_registered_dataflow_is_well_formed(df):
+    """The registry is the one place: each entry has its own class, code = its index, a unique name, a
+    mapping of M, K, N to (rows, columns, time) and three distinct operand roles; both lookups find it;
+    Hardware and HardwareArray accept it by name and by code."""
+    assert DATAFLOW_NAMES == tuple(d.name for d in DATAFLOWS)  # derived, never a second list
+    assert len(set(DATAFLOW_NAMES)) == len(DATAFLOWS)
+    assert len({type(d) for d in DATAFLOWS}) == len(DATAFLOWS)  # one class per dataflow
+    assert isinstance(df, Dataflow) and df.name and df.description
+    assert DATAFLOWS[df.code] is df and by_code(df.code) is df and by_name(df.name) is df
+    assert sorted(df.dims) == ["K", "M", "N"]
+    assert sorted((df.stationary, df.row_op, df.col_op)) == ["filter", "ifmap", "ofmap"]
+    assert Hardware(dataflow=df.name).dataflow == df.name
+    arr = HardwareArray.from_dict({"dataflow": [df.name, "os", df.name]})
+    assert arr.dataflow.tolist() == [df.code, 0, df.code]
+    assert HardwareArray.from_dict({"dataflow": np.array([df.code])}).dataflow_names.tolist() == [df.name]
+
+
+def test_an_unknown_dataflow_raises_and_lists_the_registered_ones():
+    allowed = ", ".join(DATAFLOW_NAMES)
+    with pytest.raises(ValueError, match=f"dataflow: must be one of {re.escape(allowed)}; got 'rs'"):
         by_name("rs")
-    with pytest.raises(ValueError, match="unknown code 3"):
-        by_code(3)
+    with pytest.raises(ValueError, match=f"unknown code {len(DATAFLOWS)}"):
+        by_code(len(DATAFLOWS))
     with pytest.raises(ValueError, match="dataflow"):
         Hardware(dataflow="rs")
-    with pytest.raises(ValueError, match="dataflow: must be one of os, ws, is; got 'rs'"):
+    with pytest.raises(ValueError, match=f"dataflow: must be one of {re.escape(allowed)}; got 'rs'"):
         HardwareArray.from_dict({"dataflow": ["os", "rs"]})
     with pytest.raises(ValueError, match="dataflow: must be a code"):
-        HardwareArray.from_dict({"dataflow": np.array([0, 3])})
+        HardwareArray.from_dict({"dataflow": np.array([0, len(DATAFLOWS)])})
     names = HardwareArray.from_dict({"dataflow": ["is", "os", "ws", "is"]})
     assert names.dataflow.tolist() == [2, 0, 1, 2]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 
 import numpy as np
@@ -10,13 +11,13 @@ import pandas as pd
 import pytest
 
 import accel
-from accel import Hardware, HardwareArray, area_breakdown, load_tech, peak_power_w
+from accel import DATAFLOW_NAMES, Hardware, HardwareArray, area_breakdown, load_tech, peak_power_w
 
 
 @pytest.mark.parametrize("field,value,pattern", [
     ("rows", 0, r"^rows: .*>= 1.*impossible hardware"),
     ("cols", -3, r"^cols: "),
-    ("dataflow", "rs", r"^dataflow: must be one of os, ws, is"),
+    ("dataflow", "rs", "^dataflow: must be one of " + re.escape(", ".join(DATAFLOW_NAMES)) + "; got 'rs'"),
     ("word_bytes", 0, r"^word_bytes: "),
     ("acc_bytes", 1, r"^acc_bytes: must be an integer >= word_bytes"),
     ("bandwidth_gbps", 0.0, r"^bandwidth_gbps: .*impossible hardware: zero bandwidth"),

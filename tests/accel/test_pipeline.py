@@ -166,6 +166,13 @@ def test_every_schedule_runs_each_op_once(name):
         back = [k for k in kinds if k[0] == d and k[1] in ("B", "BW")]
         assert len(back) == m * v
     assert sum(s.busy_s) == pytest.approx(p * m * 3.0)
+    # its GP step: the same forwards, each followed by its predictor work, and no backward
+    g = simulate(StageCosts.uniform(p, 1.0, 1.0, 1.0, chunks=v, P=0.5), name, m, gp=True)
+    fwd = sorted((r.device, r.mb, r.chunk) for r in s.timeline if r.kind == "F")
+    assert sorted((r.device, r.mb, r.chunk) for r in g.timeline if r.kind == "F") == fwd
+    assert sorted((r.device, r.mb, r.chunk) for r in g.timeline if r.kind == "P") == fwd
+    assert {r.kind for r in g.timeline} == {"F", "P"}
+    assert sum(g.busy_s) == pytest.approx(p * m * 1.5)
 
 
 def test_gantt_and_chrome_trace_show_every_op():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accel import Hardware, HardwareArray, gemm_cost, vector_cost
+from accel import DATAFLOW_NAMES, Hardware, HardwareArray, gemm_cost, vector_cost
 
 dims = st.integers(1, 3000)
 edge = st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 256])
@@ -19,7 +19,7 @@ def hardware(draw):
     rows, cols = draw(edge), draw(edge)
     need = max(rows, cols) * 4 * 2 / 1024  # both halves of the ofmap must hold one tile edge of fp32
     pick = lambda: max(draw(kb), need)  # noqa: E731
-    return Hardware(rows=rows, cols=cols, dataflow=draw(st.sampled_from(["os", "ws", "is"])),
+    return Hardware(rows=rows, cols=cols, dataflow=draw(st.sampled_from(DATAFLOW_NAMES)),
                     ifmap_kb=pick(), filter_kb=pick(), ofmap_kb=pick(),
                     bandwidth_gbps=draw(st.floats(0.5, 500)), clock_ghz=draw(st.floats(0.2, 3.0)))
 
@@ -118,7 +118,7 @@ def test_sum_over_equals_summing_the_full_result():
     M, K, N = rng.integers(1, 5000, (3, 40))
     rep = rng.integers(1, 4, 40)
     arr = HardwareArray.from_dict(dict(rows=[8, 32, 128, 16] * 50, cols=[8, 64, 32, 16] * 50,
-                                       dataflow=["os", "ws", "is", "ws"] * 50,
+                                       dataflow=[DATAFLOW_NAMES[i % len(DATAFLOW_NAMES)] for i in range(200)],
                                        bandwidth_gbps=rng.uniform(5, 200, 200)))
     full = gemm_cost(M, K, N, rep, hw=arr)
     W = np.zeros((40, 2))

@@ -13,7 +13,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from accel import Hardware, HardwareArray, gemm_cost, op_im2col, vector_cost
+from accel import DATAFLOW_NAMES, Hardware, HardwareArray, gemm_cost, op_im2col, vector_cost
 from accel.schedule import ENERGY_KEYS, step_costs
 from models.schemes import scheme_plan
 from models.surrogate import SurrogateConfig
@@ -24,7 +24,7 @@ def _grid() -> list[Hardware]:
     """A grid like a study's: few arrays and buffers, each at several bandwidths, clocks, predictor units."""
     hws = []
     for (r, c), df, (i, f), bw, clk, unit in itertools.product(
-            [(8, 16), (32, 32)], ["os", "ws", "is"], [(16.0, 64.0), (64.0, 16.0)], [12.8, 51.2], [1.0, 0.5],
+            [(8, 16), (32, 32)], DATAFLOW_NAMES, [(16.0, 64.0), (64.0, 16.0)], [12.8, 51.2], [1.0, 0.5],
             [(0, 0, 0.0), (8, 8, 24.0)]):
         hws.append(Hardware(rows=r, cols=c, dataflow=df, ifmap_kb=i, filter_kb=f, ofmap_kb=32.0,
                             bandwidth_gbps=bw, clock_ghz=clk, pred_rows=unit[0], pred_cols=unit[1],

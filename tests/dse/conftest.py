@@ -84,8 +84,8 @@ def ran_study(tmp_path_factory) -> Path:
     """The fast study above, run once for the whole session (read-only for the tests that use it)."""
     import os
 
-    from dse.study import run
-    from dse.studyfile import load_study
+    from dse.search.runner import run_study as run
+    from dse.search.studyfile import load_study
 
     old = os.environ.get("DSE_CACHE_DIR")
     os.environ["DSE_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "dse-cache")

@@ -167,7 +167,7 @@ STUDY_CASES = {
 
 def test_fast_study_itself_is_valid(tmp_path):
     """The cases below fail because of their one edit, not because the base file is wrong."""
-    from dse.studyfile import load_study
+    from dse.search.studyfile import load_study
 
     load_study(write_study(tmp_path, FAST_STUDY))
 
@@ -260,7 +260,7 @@ CONFIG_CASES = {
 
 
 def _write_config(tmp_path: Path, cfg: dict, name: str = "c.toml") -> Path:
-    from dse.export import to_toml
+    from dse.results.export import to_toml
 
     p = tmp_path / name
     p.write_text(to_toml(cfg) + "\n")
@@ -368,7 +368,7 @@ def test_password_never_printed_whatever_its_characters(tmp_path, password):
     "postgresql://db.example/dse?user=dse&password=s3cret",
 ])
 def test_mask_url(url):
-    from dse.study import mask_url
+    from dse.search.study import mask_url
 
     masked = mask_url(url)
     assert "s3cret" not in masked and "s3/cret" not in masked and "db.example" in masked

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dse.cli import main
-from dse.evaluate import evaluate, load_configuration
+from dse.evaluation.evaluator import evaluate
+from dse.config.configuration import load_configuration
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +51,7 @@ def test_more_gp_steps_mean_more_speed(tmp_path):
     base = load_configuration(ROOT / "studies/adagp-paper.toml")
     from dataclasses import replace
 
-    from dse.workload import Workload
+    from dse.config.workload import Workload
 
     w = Workload.from_dict({**base.workload.to_dict(), "models": ["resnet50"]})
     speeds = [evaluate(replace(base, workload=w, gp_fraction=g))["metrics"]["speedup"] for g in (0, 0.3, 0.6)]
@@ -96,8 +97,8 @@ def test_without_a_what_if_the_surrogate_sets_the_gp_fraction(tmp_path, capsys):
 def _scheme_cfg(scheme: str, **training):
     """ResNet-18/CIFAR-10 at batch 8 on a 32x32 array with room for every activation (no stash traffic)
     and no predictor unit (everything in series: the step is the sum of its ops)."""
-    from dse.evaluate import Configuration
-    from dse.workload import Workload
+    from dse.config.configuration import Configuration
+    from dse.config.workload import Workload
     from accel import Hardware
     from models.surrogate import SurrogateConfig
 
@@ -139,7 +140,7 @@ def test_dni_gp_step_costs_its_modules_not_adagps_predictor():
     """cDNI as the surrogate trains it: per hidden layer a dense module from the flattened output h and the
     one-hot label to dL/dh (a GEMM (batch, |h| + classes, |h|)), the activation's derivative, then the
     layer's weight-gradient GEMM; the classifier takes its true gradient."""
-    from dse.evaluate import evaluate_hardware
+    from dse.evaluation.evaluator import evaluate_hardware
 
     cfg = _scheme_cfg("dni")
     b = cfg.workload.batch
@@ -166,7 +167,7 @@ def test_dni_gp_step_costs_its_modules_not_adagps_predictor():
 def test_controls_cost_no_predictor(scheme):
     import numpy as np
 
-    from dse.evaluate import evaluate_hardware
+    from dse.evaluation.evaluator import evaluate_hardware
     from models.zoo import build
 
     cfg = _scheme_cfg(scheme)
@@ -199,7 +200,7 @@ def test_efb_gp_step_costs_feedback_weight_gradients_and_the_stash():
     import numpy as np
 
     from accel.schedule import step_costs
-    from dse.evaluate import evaluate_hardware
+    from dse.evaluation.evaluator import evaluate_hardware
     from models.schemes import scheme_plan
     from models.zoo import build
 
@@ -240,9 +241,10 @@ def test_the_scalar_and_the_vectorized_metrics_agree(models, dataflow, gpf):
     from dataclasses import replace
 
     from accel import Hardware, HardwareArray
-    from dse import metrics as registry
-    from dse.evaluate import Configuration, evaluate_hardware, hardware_metrics
-    from dse.workload import Workload
+    from dse.evaluation import metrics as registry
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate_hardware, hardware_metrics
+    from dse.config.workload import Workload
 
     base = Configuration(workload=Workload(models=models, dataset="cifar10", batch=64))
     hws = [Hardware.from_dict({"rows": r, "cols": c, "dataflow": dataflow, "bandwidth_gbps": bw, "word_bytes": wb,
@@ -259,8 +261,8 @@ def test_the_scalar_and_the_vectorized_metrics_agree(models, dataflow, gpf):
 
 
 def test_every_metric_is_declared_once_and_read_from_the_registry():
-    from dse import metrics as registry
-    from dse.evaluate import evaluate
+    from dse.evaluation import metrics as registry
+    from dse.evaluation.evaluator import evaluate
 
     cfg = load_configuration(ROOT / "studies/adagp-paper.toml")
     out = evaluate(cfg)
@@ -275,7 +277,8 @@ def test_every_metric_is_declared_once_and_read_from_the_registry():
 
 def test_a_study_runs_only_the_surrogate_controls_its_metrics_need(monkeypatch, tmp_path):
     import models.surrogate.train as train
-    from dse.evaluate import Configuration, evaluate
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate
     from models.surrogate import SurrogateConfig
 
     monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))

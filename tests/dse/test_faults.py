@@ -33,8 +33,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from dse.study import budget_state, open_study, run
-from dse.studyfile import load_study
+from dse.search.study import budget_state, open_study
+from dse.search.runner import run_study as run
+from dse.search.studyfile import load_study
 
 _conftest_spec = importlib.util.spec_from_file_location("_dse_tests_conftest_faults",
                                                         Path(__file__).with_name("conftest.py"))
@@ -207,7 +208,7 @@ def test_a_journal_with_a_torn_last_record_is_repaired_and_resumed(tmp_path):
 
 def test_a_journal_already_appended_after_a_torn_record_keeps_every_complete_record(tmp_path):
     """A file damaged by an older version (records appended after the torn one) loses only the torn bytes."""
-    from dse.storage import repair_journal
+    from dse.search.storage import repair_journal
 
     f = _study(tmp_path)
     spec = load_study(f)
@@ -275,7 +276,7 @@ def test_a_second_signal_during_optunas_bookkeeping_exits_130(tmp_path):
     run(spec, trials=1)
     r = _inject("""
         import optuna.study._optimize as o
-        import dse.study as ds
+        import dse.search.study as ds
         _eval, _tell = ds._evaluate_trial, o._tell_with_warning
         def evaluate(*a, **k):
             os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the trial runs
@@ -296,7 +297,7 @@ def test_an_interrupted_hybrid_run_leaves_no_waiting_trial(tmp_path):
     f = _study(tmp_path, text)
     spec = load_study(f)
     r = _inject("""
-        import dse.hybrid as dh
+        import dse.search.strategies.hybrid as dh
         _eval = dh.evaluate_hardware
         def evaluate(*a, **k):
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first sub-front's points are costed
@@ -314,7 +315,7 @@ def test_an_interrupted_hybrid_run_leaves_no_waiting_trial(tmp_path):
 
 # == workers ============================================================================================
 def test_too_many_workers_are_refused_before_any_starts(tmp_path, monkeypatch):
-    import dse.parallel as par
+    import dse.search.workers as par
 
     def no_spawn(*a, **k):
         raise AssertionError("a worker was started")
@@ -332,7 +333,7 @@ def test_too_many_workers_are_refused_before_any_starts(tmp_path, monkeypatch):
 
 
 def test_a_worker_that_cannot_be_started_stops_the_others(tmp_path, monkeypatch):
-    import dse.parallel as par
+    import dse.search.workers as par
 
     started = []
     real = subprocess.Popen
@@ -506,7 +507,7 @@ def test_a_password_with_any_character_is_never_printed(tmp_path, password):
     ("postgresql://db.example/dse?user=dse&password=p@ss", "postgresql://db.example/dse?user=dse&password=***"),
 ])
 def test_mask_url_parses_the_user_information(url, shown):
-    from dse.storage import mask_url
+    from dse.search.storage import mask_url
 
     assert mask_url(url) == shown
     assert mask_url(f"storage {url} cannot be used", url) == f"storage {shown} cannot be used"
@@ -515,7 +516,7 @@ def test_mask_url_parses_the_user_information(url, shown):
 def test_a_raw_at_in_a_password_reaches_the_driver_whole():
     from sqlalchemy.engine import make_url
 
-    from dse.storage import normalize_url
+    from dse.search.storage import normalize_url
 
     u = make_url(normalize_url("postgresql://dse:pa@ss/w@db.example:5432/dse"))
     assert (u.username, u.password, u.host, u.port, u.database) == ("dse", "pa@ss/w", "db.example", 5432, "dse")

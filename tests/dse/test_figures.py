@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.figures import first_order_importance, nondominated_2d
+from dse.figures.charts import first_order_importance, nondominated_2d
 
 
 def test_nondominated_2d_by_brute_force():
@@ -44,10 +44,10 @@ def test_study_plots_are_all_written(cli, ran_study, tmp_path):
 def test_hybrid_importance_uses_every_costed_hardware_point(cli, ran_study, tmp_path):
     """The rebuilt points of a hybrid study hold, for each trained setting, the whole hardware grid, with
     the metrics the stored trials recorded for the points they entered."""
-    from dse.figures import hybrid_points
-    from dse.hybrid import hardware_candidates
-    from dse.study import open_study
-    from dse.studyfile import load_study
+    from dse.search.strategies.hybrid import costed_points
+    from dse.search.strategies.hybrid import hardware_candidates
+    from dse.search.study import open_study
+    from dse.search.studyfile import load_study
 
     p = tmp_path / "hyb.toml"
     p.write_text(ran_study.read_text().replace('name = "tiny"', 'name = "hyb"\nstrategy = "hybrid"\nfront_size = 3')
@@ -55,7 +55,7 @@ def test_hybrid_importance_uses_every_costed_hardware_point(cli, ran_study, tmp_
     assert cli("run", p, "--quiet").returncode == 0
     spec = load_study(p)
     study = open_study(spec, create=False)
-    X, Y, n_set, n_pts = hybrid_points(spec, study)
+    X, Y, n_set, n_pts = costed_points(spec, study)
     grid = len(hardware_candidates(spec, max_points=spec.inner_points, seed=0))
     assert n_pts == n_set * grid and n_set >= 1
     assert set(X) == {n for n, _ in spec.space.searched()}

@@ -10,18 +10,18 @@ import optuna
 from optuna.trial import TrialState
 
 from accel import HardwareArray
-from dse.evaluate import evaluate, hardware_metrics
-from dse.hybrid import _hardware, hardware_candidates
-from dse.study import run
-from dse.study import load_points, open_study
-from dse.studyfile import load_study
+from dse.evaluation.evaluator import evaluate, hardware_metrics
+from dse.search.strategies.hybrid import _hardware, hardware_candidates
+from dse.search.runner import run_study as run
+from dse.search.study import load_points, open_study
+from dse.search.studyfile import load_study
 
 
 def _hybrid(study_file):
     # six training settings, so that twelve trials need several of them
     study_file.write_text(study_file.read_text().replace("pred_width = [8, 32]",
                                                          "pred_width = [4, 8, 16, 32, 64, 128]"))
-    return replace(load_study(study_file), strategy="hybrid", front_size=3)
+    return load_study(study_file).with_overrides(strategy="hybrid", front_size=3)
 
 
 def test_candidates_enumerate_a_small_grid_and_sample_a_large_one(study_file):
@@ -35,7 +35,7 @@ def test_candidates_enumerate_a_small_grid_and_sample_a_large_one(study_file):
 
 
 def test_an_exhausted_space_ends_the_run(study_file):
-    spec = replace(load_study(study_file), strategy="hybrid", front_size=2)  # 2 settings x 2 points < 12
+    spec = load_study(study_file).with_overrides(strategy="hybrid", front_size=2)  # 2 settings x 2 points < 12
     res = run(spec)
     assert res["exhausted"] and res["finished"] == 4
     trials = open_study(spec, create=False).get_trials()
@@ -109,7 +109,7 @@ def test_hybrid_accepts_a_training_metric_as_objective_and_constraint(study_file
     text += '\n[[constraints]]\nmetric = "gp_fraction"\nmax = 0.9\n'
     text = text.replace("pred_width = [8, 32]", "pred_width = [4, 8, 16, 32, 64, 128]")
     study_file.write_text(text)
-    spec = replace(load_study(study_file), strategy="hybrid", front_size=3, trials=6)
+    spec = load_study(study_file).with_overrides(strategy="hybrid", front_size=3, trials=6)
     assert "gp_fraction" in spec.metrics
     res = run(spec)
     assert res["finished"] == 6

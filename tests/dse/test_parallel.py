@@ -16,8 +16,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from dse.study import budget_state, open_study
-from dse.studyfile import load_study
+from dse.search.study import budget_state, open_study
+from dse.search.studyfile import load_study
 
 SLOW_STUDY = """
 [study]
@@ -237,9 +237,9 @@ def _hybrid_study(tmp_path, name="hyb", trials=8, front_size=2):
 def _check_hybrid(spec, storage, budget, killed=None):
     """The main study meets its budget exactly; every training setting was trained (completed) once."""
     _check_exact(spec, storage, budget)
-    from dse.study import _storage, storage_url
+    from dse.search.study import open_storage, storage_url
 
-    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=_storage(storage_url(spec, storage)))
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=open_storage(storage_url(spec, storage)))
     trained = [t for t in outer.get_trials() if t.user_attrs.get("trained") and t.state == TrialState.COMPLETE]
     keys = [tuple(sorted(t.params.items())) for t in trained]
     assert len(keys) == len(set(keys)), "a training setting was trained twice"
@@ -270,9 +270,9 @@ def _wait_training(spec, storage, timeout=120):
     t0 = time.time()
     while time.time() - t0 < timeout:
         try:
-            from dse.study import _storage
+            from dse.search.study import open_storage
 
-            outer = optuna.load_study(study_name=f"{spec.name}.training", storage=_storage(storage))
+            outer = optuna.load_study(study_name=f"{spec.name}.training", storage=open_storage(storage))
         except Exception:  # noqa: BLE001 - not created yet
             time.sleep(0.2)
             continue

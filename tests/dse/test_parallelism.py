@@ -11,9 +11,10 @@ from dataclasses import replace
 import pytest
 
 from dse.errors import UsageError
-from dse.evaluate import Configuration, evaluate, evaluate_hardware
-from dse.parallelism import ParallelConfig
-from dse.studyfile import load_study
+from dse.config.configuration import Configuration
+from dse.evaluation.evaluator import evaluate, evaluate_hardware
+from dse.config.parallel import ParallelConfig
+from dse.search.studyfile import load_study
 
 from tests.dse.conftest import FAST_STUDY, write_study
 
@@ -82,7 +83,8 @@ def test_parallel_knobs_are_searched_like_any_other(tmp_path):
             "hardware.predictor_unit": "pred_cols=0,pred_kb=0.0,pred_rows=0"}
     cfg = spec.configuration({**base, "parallel.stages": 4, "parallel.schedule": "zb-h2"})
     assert cfg.parallel == ParallelConfig(stages=4, microbatches=4, schedule="zb-h2")
-    from dse.study import open_study, run
+    from dse.search.study import open_study
+    from dse.search.runner import run_study as run
 
     run(spec)
     done = [t for t in open_study(spec, None, create=False).get_trials() if t.state.name == "COMPLETE"]

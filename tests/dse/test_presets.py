@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from accel import HardwareArray
-from dse.evaluate import hardware_metrics
-from dse.studyfile import load_study
+from dse.evaluation.evaluator import hardware_metrics
+from dse.search.studyfile import load_study
 from models.surrogate import SurrogateConfig
 
 ROOT = Path(__file__).resolve().parents[2]

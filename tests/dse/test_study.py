@@ -8,12 +8,14 @@ import tomllib
 import optuna
 import pytest
 
-from dse import metrics as registry
+from dse.evaluation import metrics as registry
 from dse.cli import main
-from dse.evaluate import evaluate, load_configuration
-from dse.pareto import front
-from dse.study import load_points, open_study, run
-from dse.studyfile import load_study
+from dse.evaluation.evaluator import evaluate
+from dse.config.configuration import load_configuration
+from dse.search.pareto import front
+from dse.search.study import load_points, open_study
+from dse.search.runner import run_study as run
+from dse.search.studyfile import load_study
 
 
 def _cli(*args, capsys=None):
@@ -146,9 +148,9 @@ def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(s
 
 
 def _open_storage(url):
-    from dse.study import _storage
+    from dse.search.study import open_storage
 
-    _storage(url)
+    open_storage(url)
     return "ok"
 
 

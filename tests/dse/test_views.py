@@ -49,8 +49,8 @@ def test_show_json_has_config_metrics_models_and_layers(run, small):
 def test_show_layers_are_the_accelerator_models_op_costs(run, small):
     """Per-op rows are accel.gemm's costs of the zoo model's training ops on the trial's accelerator."""
     from accel import gemm_cost
-    from dse.evaluate import Configuration
-    from dse.views import layer_table
+    from dse.config.configuration import Configuration
+    from dse.results.views import layer_table
     from models import zoo
 
     best = _front(run, small)[0]
@@ -103,7 +103,7 @@ def test_export_pareto_folder_is_complete_even_when_the_reader_goes_away(run, sm
 
 @pytest.mark.parametrize("template", ["quickstart", "zoo", "predictors"])
 def test_init_writes_a_valid_commented_study_named_after_the_file(run, tmp_path, template):
-    from dse.studyfile import load_study
+    from dse.search.studyfile import load_study
 
     f = tmp_path / "mine.toml"
     r = run("init", "--template", template, str(f))
@@ -133,8 +133,8 @@ def test_help_keeps_placeholders_and_shows_flags_without_a_type(run):
 @pytest.fixture(scope="module")
 def second_study(ran_study, tmp_path_factory) -> Path:
     """The same study under another name and sampler seed (the surrogate is cached: hardware costs only)."""
-    from dse.study import run as run_study
-    from dse.studyfile import load_study
+    from dse.search.runner import run_study
+    from dse.search.studyfile import load_study
 
     p = tmp_path_factory.mktemp("second") / "other.toml"
     p.write_text(ran_study.read_text().replace('name = "tiny"', 'name = "other"').replace("seed = 3", "seed = 11"))
@@ -167,7 +167,7 @@ def test_compare_counts_dominance_and_hypervolume_at_a_common_reference(run, sma
     for a, b in (("tiny", "other"), ("other", "tiny")):
         want = sum(any(_dominates(q, p, dirs) for q in fronts[b]) for p in fronts[a])
         assert rows[a][f"dominated_by_{b}"] == want
-    from dse.pareto import Point, hypervolume
+    from dse.search.pareto import Point, hypervolume
 
     for name, f in fronts.items():
         pts = [Point(i, tuple(v), {}, {}, True, {}) for i, v in enumerate(f)]
@@ -190,7 +190,8 @@ def test_compare_on_chosen_objectives_csv(run, small, second_study):
 def test_sweep_varies_knobs_and_matches_evaluate(run, small, tmp_path):
     from dataclasses import replace
 
-    from dse.evaluate import evaluate, load_configuration
+    from dse.evaluation.evaluator import evaluate
+    from dse.config.configuration import load_configuration
 
     cfg_file = tmp_path / "knee.toml"
     assert run("export", small, "--knee", "--out", cfg_file).returncode == 0
@@ -242,8 +243,8 @@ def test_pareto_table_names_units_measured_and_requested_and_the_proxy(run, smal
 
 def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path):
     """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its sample std."""
-    from dse.study import run as run_study
-    from dse.studyfile import load_study
+    from dse.search.runner import run_study
+    from dse.search.studyfile import load_study
 
     p = tmp_path / "two.toml"
     p.write_text(small.read_text().replace("seeds = 1", "seeds = 2").replace("trials = 12", "trials = 3")

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 import models.surrogate.train as T
+from models.schemes import CONTROLS, PREDICTING, REGISTRY
 from models.surrogate import SurrogateConfig
 from models.surrogate.layers import softmax_cross_entropy
 from models.surrogate.nets import build_network
 from models.surrogate.nets2d import grid_pooling
 from models.surrogate.predictors import AdaGPPredictor, pool_matrix
-from models.surrogate.schemes import CONTROLS, REGISTRY
 from models.surrogate.tasks import Task, load_task
 
-SCHEMES = ("adagp", "efb", "local", "dni")
+SCHEMES = PREDICTING
 SMALL = dict(task="fashion", network="resnet", width=4, epochs=3, batch_size=64, lr=0.05)  # 30 steps (20 leave dni short of 30%)
 
 
@@ -135,7 +135,7 @@ def test_batch_norm_scale_changes_on_bp_steps_only_and_its_statistics_on_every_s
 def test_local_heads_pool_local_width_cells_per_axis_of_a_map(width, cells):
     """On a 2-D map a local head sees ``local_width`` cells per axis, at most the map's size (as the
     accelerator model costs it): 7x7 maps, 4x4 maps, 2x2 maps."""
-    from models.surrogate.schemes import make_scheme
+    from models.schemes import make_scheme
 
     cfg = SurrogateConfig(task="fashion", network="resnet", width=4, scheme="local", local_width=width)
     net = build_network("resnet", 4, (14, 14), 10, np.random.default_rng(0))
@@ -153,7 +153,7 @@ def test_cache_key_of_the_residual_network_carries_its_code_version():
     import hashlib
     import json
 
-    from models.surrogate.evaluate import CACHE_VERSION, NETWORK_VERSIONS, _key
+    from models.surrogate.evaluation import CACHE_VERSION, NETWORK_VERSIONS, _key
 
     def plain(knobs):  # the key as it was before network versions: unchanged for the 1-D networks
         text = json.dumps({"v": CACHE_VERSION, "kind": "bp", "knobs": knobs, "seed": 0}, sort_keys=True)

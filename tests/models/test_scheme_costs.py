@@ -1,5 +1,5 @@
-"""Gradient schemes as workloads (models.schemes): every scheme lowers for every zoo model, with the ops its
-semantics say (the surrogate's schemes, models.surrogate.schemes, have their own tests)."""
+"""Gradient schemes as workloads (the cost half of models.schemes): every scheme with a cost lowers for every
+zoo model, with the ops its semantics say (the training half has its own tests, test_surrogate_schemes.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from accel.schedule import EXTRA_PHASES
 from models.predictor import predicted_layers
-from models.schemes import (SCHEMES, DNIShape, EFBShape, LocalShape, dni_ops, hidden_layers, output_layer,
+from models.schemes import (COSTED, DNIShape, EFBShape, LocalShape, dni_ops, hidden_layers, output_layer,
                             scheme_plan)
 from models.surrogate import SurrogateConfig
 from models.zoo import build, names
@@ -25,7 +25,7 @@ def knobs(scheme, **kw):
 def test_every_scheme_lowers_for_every_zoo_model(name):
     net = build(name)
     n = len(net.layers)
-    for scheme in SCHEMES:
+    for scheme in COSTED:
         plan = scheme_plan(knobs(scheme), net, BATCH)
         for table in (plan.train, plan.gp):
             assert set(table.phase.tolist()) <= set(EXTRA_PHASES), (scheme, set(table.phase.tolist()))

@@ -408,7 +408,7 @@ def test_mnist1d_is_generated_offline_and_leaves_the_global_rng_alone(tmp_path, 
 def _app():
     import typer
 
-    from dse.cli_surrogate import surrogate
+    from dse.cli.surrogate import surrogate
 
     app = typer.Typer()
     app.command("surrogate")(surrogate)
@@ -438,7 +438,7 @@ def test_cli_json_and_table(tmp_path):
      ("[training\n", "not valid TOML")],
 )
 def test_cli_bad_input_is_a_usage_error(tmp_path, text, field):
-    from dse.cli_surrogate import load_config
+    from dse.cli.surrogate import load_config
     from dse.errors import UsageError
 
     p = tmp_path / "bad.toml"

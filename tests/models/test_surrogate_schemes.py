@@ -1,4 +1,4 @@
-"""Tests of the gradient-scheme interface (models.surrogate.schemes): each scheme against an independent
+"""Tests of the gradient-scheme interface (the training half of models.schemes): each scheme against an independent
 closed form or finite differences, the controls, the large-batch probe, and the schemes on every network."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from models.schemes import CONTROLS, DIAGNOSTICS, REGISTRY, Step, make_scheme, predicted_layers
 from models.surrogate import SurrogateConfig, evaluate
 from models.surrogate.config import SCHEMES
 from models.surrogate.layers import softmax_cross_entropy
 from models.surrogate.nets import build_network
 from models.surrogate.predictors import grad_matrix
-from models.surrogate.schemes import CONTROLS, DIAGNOSTICS, REGISTRY, Step, make_scheme, predicted_layers
 from models.surrogate.train import train_run
 
 FAST = dict(task="digits", epochs=2, batch_size=32)
@@ -35,7 +35,8 @@ def _cos(a, b):
 def test_every_configurable_scheme_and_control_is_registered():
     assert set(SCHEMES) <= set(REGISTRY) and set(CONTROLS) <= set(SCHEMES)
     assert set(DIAGNOSTICS) <= set(REGISTRY) and not set(DIAGNOSTICS) & set(SCHEMES)
-    assert REGISTRY["efb"].size_knobs == ("efb_rank",) and REGISTRY["local"].size_knobs == ("local_width",)
+    assert REGISTRY["efb"].training_class().size_knobs == ("efb_rank",)
+    assert REGISTRY["local"].training_class().size_knobs == ("local_width",)
     for name in ("efb_rank", "efb_decay", "local_width"):
         assert name in SurrogateConfig().to_dict()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.graph import OPTIMIZER_STATE, PHASES
-from models.zoo import build, names
+from models.graph import OPTIMIZER_STATE, PHASES, Net, Tensor
+from models.zoo import DATASETS, build, dataset_input, entry, names, register
 
 # (model, params, forward GMACs of conv+linear per sample, source). torchvision's model documentation
 # (https://pytorch.org/vision/stable/models.html, "Table of all available classification weights"):
@@ -79,6 +79,42 @@ def test_zoo_has_the_required_models():
                 "densenet121", "densenet161", "densenet201", "inception_v3", "inception_v4",
                 "mobilenet_v2", "yolov3", "transformer_base"}
     assert required <= set(names())
+
+
+@pytest.mark.parametrize("name", names())
+def test_every_registered_model_builds_for_each_of_its_datasets(name):
+    e = entry(name)
+    assert e.name == name and e.family and e.description
+    assert e.default_dataset in e.datasets and set(e.datasets) <= set(DATASETS) | {"native"}
+    for ds in e.datasets:
+        net = build(name, dataset=ds)
+        assert net.params > 0 and net.macs > 0 and net.layers
+        if ds in DATASETS:  # an image data set: its channels and classes, or the classes asked for
+            c, _, k = DATASETS[ds]
+            assert net.input_shape[0] == c and net.num_classes == k
+            assert build(name, dataset=ds, num_classes=7).num_classes == 7
+    with pytest.raises(ValueError, match="supports datasets"):
+        build(name, dataset="mnist")
+
+
+def test_a_model_is_one_registered_builder():
+    from models.nets.registry import ENTRIES
+
+    @register("test_tiny", family="test", description="one linear layer (test only)")
+    def _tiny(*, dataset, num_classes):
+        c, s, k = dataset_input(dataset, num_classes)
+        net = Net("test_tiny", (c, s, s), k)
+        net.linear(Tensor(c * s * s, 1, 1, False), k, name="fc")
+        return net
+
+    try:
+        assert "test_tiny" in names() and entry("test_tiny").builder is _tiny
+        assert build("test_tiny", dataset="cifar10").params == 3 * 32 * 32 * 10 + 10
+        with pytest.raises(ValueError, match="registered twice"):
+            register("test_tiny", family="test", description="again")(_tiny)
+    finally:
+        del ENTRIES["test_tiny"]
+    assert "test_tiny" not in names()
 
 
 @pytest.mark.parametrize("name", names())

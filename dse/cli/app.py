@@ -1,0 +1,129 @@
+"""The ``dse`` command line: the typer app, its commands (one module per group in :mod:`dse.cli`) and the
+entry point that maps errors to exit codes.
+
+Exit codes: 0 success; 1 an unexpected internal error (a bug: please report it with ``--debug``'s traceback);
+2 bad input (a study or configuration file, an option, a storage), with a one-line message; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import typer
+
+from dse import __version__
+from dse.cli import evaluate, layer, pipeline, study, surrogate, views
+from dse.cli.models import models_cmd
+from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+
+app = typer.Typer(
+    name="dse",
+    help=(
+        "Co-design adaptive gradient prediction (ADA-GP) training with DNN training accelerators: "
+        "search predictor size, phase-switching thresholds and PE-array/buffer sizing for Pareto fronts "
+        "of accuracy, speed-up and energy.\n\n"
+        "Exit codes: 0 ok, 1 internal error, 2 bad input (one-line message), 130 interrupted."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dse {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", envvar="DSE_DEBUG",
+                               help="Show full tracebacks for errors (also: DSE_DEBUG=1)."),
+) -> None:
+    _state["debug"] = debug
+
+
+# one module per command group; each command is a plain function over the Python API
+app.command("models")(models_cmd)
+app.command("layer")(layer.layer)
+app.command("pipeline")(pipeline.pipeline)
+app.command("surrogate")(surrogate.surrogate)
+app.command("evaluate")(evaluate.evaluate_cmd)
+for _name in study.COMMANDS:
+    app.command(_name)(getattr(study, _name))
+for _name in views.COMMANDS:
+    app.command(_name)(getattr(views, _name))
+
+
+def _reader_gone() -> None:
+    """The reader closed the pipe (`dse ... | head`): end quietly with exit 0, as `cat` and `grep` do.
+
+    Standard output is pointed at /dev/null so that the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_OK)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: runs the app and maps errors to exit codes."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        rv = app(args=argv, prog_name="dse", standalone_mode=False)
+    except SystemExit as e:
+        # typer turns a broken pipe (EPIPE) into exit 1 after wrapping the streams in PacifyFlushWrapper
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _reader_gone()
+        raise
+    except BrokenPipeError:
+        _reader_gone()
+    except UsageError as e:
+        if debug or _state["debug"]:
+            traceback.print_exc()
+        typer.echo(f"dse: error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except typer.Abort:
+        typer.echo("dse: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.TyperException as e:  # unknown option, bad option value, missing argument: one line
+        if type(e).__name__ == "NoArgsIsHelpError":  # `dse` alone: the help
+            typer.echo(e.format_message())
+            sys.exit(EXIT_USAGE)
+        if debug or _state["debug"]:
+            traceback.print_exc()
+        typer.echo(f"dse: error: {' '.join(e.format_message().split())}", err=True)
+        sys.exit(getattr(e, "exit_code", EXIT_USAGE))
+    except KeyboardInterrupt:
+        typer.echo("dse: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as e:  # noqa: BLE001 - last-resort handler: one line unless --debug
+        from models.surrogate.tasks import CacheError
+
+        if isinstance(e, CacheError):  # the surrogate cache cannot be used: names the folder
+            if debug or _state["debug"]:
+                traceback.print_exc()
+            typer.echo(f"dse: error: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+        if debug or _state["debug"]:
+            traceback.print_exc()
+        else:
+            typer.echo(f"dse: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
+                       "traceback)", err=True)
+        sys.exit(EXIT_FAILURE)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+

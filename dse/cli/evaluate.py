@@ -1,0 +1,92 @@
+"""``dse evaluate``: one configuration over one or more zoo models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from dse.errors import UsageError
+
+
+def evaluate_cmd(
+    config: Path = typer.Argument(..., help="Configuration file (TOML): [workload], [training], [hardware], "
+                                            "[reference], optional [schedule] gp_fraction; what `dse export` "
+                                            "writes."),
+    model: Optional[List[str]] = typer.Option(None, "--model", "-m",
+                                              help="Evaluate these zoo models (or workload files, .csv "
+                                                   "SCALE-Sim topologies / .onnx models) instead of the file's "
+                                                   "workload.models (repeatable)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds",
+                                        help="Surrogate seeds (0..N-1) for the accuracy figures (default: the "
+                                             "file's `seeds`, else 3)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: {\"models\": [...], \"summary\": {...}, "
+                                                        "\"metrics\": {...}}."),
+) -> None:
+    """Step time per phase, job time and energy, speed-up against plain BP on the reference accelerator,
+    the algorithmic speed-up on the same hardware, energy saving, area and power, per model and overall.
+
+    The GP fraction comes from the training surrogate (cached) unless [schedule] gp_fraction states it.
+    """
+    from dataclasses import replace
+
+    from dse.cli.output import echo_json, echo_table
+    from dse.evaluation.evaluator import evaluate as run
+    from dse.config.configuration import load_configuration
+    from dse.config.workload import Workload
+
+    if seeds is not None and not 1 <= seeds <= 10:
+        raise UsageError(f"--seeds: must be an integer from 1 to 10, got {seeds}")
+    cfg = load_configuration(config)
+    if model:  # zoo names or workload files (relative to the working directory); Workload checks them
+        d = cfg.workload.to_dict()
+        d["models"] = list(model)
+        d.pop("model_args", None)
+        try:
+            cfg = replace(cfg, workload=Workload.from_dict(d))
+        except UsageError as e:  # "workload.models: unknown model ..." -> "--model: unknown model ..."
+            raise UsageError(f"--model: {str(e).split(': ', 1)[-1]}") from None
+    if seeds is not None:
+        cfg = replace(cfg, seeds=seeds)
+    out = run(cfg)
+    if json_out:
+        echo_json(out)
+        return
+    rows = [{
+        "model": r["model"],
+        "speedup": r["speedup"],
+        "same_hw": r["speedup_same_hw"],
+        "energy_J": r["energy_j"],
+        "saving_%": 100 * r["energy_saving"],
+        "step_ms_ref": r["step_ms_bp_ref"],
+        "step_ms_bp": r["step_ms_scheme_bp"],
+        "step_ms_gp": r["step_ms_gp"],
+        "dram_GB_bp": r["dram_gb_per_step_bp"],
+        "dram_GB_gp": r["dram_gb_per_step_gp"],
+    } for r in out["models"]]
+    echo_table(rows, floatfmt="{:.4g}")
+    s, m = out["summary"], out["metrics"]
+    typer.echo("")
+    echo_table(metric_rows(m))  # every metric the registry computed for it, with its unit
+    typer.echo("")
+    typer.echo(f"reference: plain BP, energy {s['energy_j_ref']:.4g} J, area {s['area_mm2_ref']:.3f} mm^2; "
+               f"peak power {s['peak_power_w']:.3g} W")
+    if cfg.parallel is not None:
+        par = cfg.parallel
+        typer.echo(f"pipeline: {par.stages} stages x {par.replicas} replica(s) = {par.devices} accelerators, "
+                   f"{par.schedule}, {par.microbatches} micro-batches per step (energy, average power: the whole "
+                   "system; area, peak power: one accelerator)")
+    src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
+    typer.echo(f"GP fraction of post-warm-up steps from the {src}; warm-up {s['warmup']:.2f}")
+    if out.get("proxy") is not None or "accuracy" in m:
+        typer.echo(f"proxy accuracy: the accuracy figures above are measured on the proxy {cfg.training.proxy}, "
+                   "not on the zoo models")
+
+
+def metric_rows(metrics: dict) -> list[dict]:
+    """One row per metric present in ``metrics``, in the registry's order: name, value, unit, description."""
+    from dse.evaluation import metrics as registry
+
+    return [{"metric": x.name, "value": x.fmt.format(metrics[x.name]), "unit": x.unit,
+             "description": x.description} for x in registry.all_metrics() if x.name in metrics]

@@ -1,0 +1,27 @@
+"""Options and arguments shared by the study commands (a leaf: the command modules import it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+__all__ = ["STUDY_ARG", "ACCEPT_OPT", "STORAGE_OPT", "load_spec"]
+
+STUDY_ARG = typer.Argument(..., metavar="STUDY.toml", help="Study file (TOML): workload, search space, objectives, constraints.")
+ACCEPT_OPT = typer.Option(False, "--accept-changes",
+                          help="Continue a study although its file changed since the study was made (space, "
+                               "objectives, constraints, strategy, base configuration): the study then "
+                               "follows the file as it is now; earlier trials are kept and judged by its "
+                               "constraints. Without it such a run stops with exit code 2.")
+STORAGE_OPT = typer.Option(None, "--storage", envvar="DSE_STORAGE",
+                           help="Storage URL (sqlite:///FILE.db, postgresql://USER:PW@HOST/DB, "
+                                "journal:///FILE.log). Default: a SQLite file <name>.db beside the study file. "
+                                "Env: DSE_STORAGE.")
+
+
+def load_spec(study_file: Path):
+    """The study file, validated (exit 2 with a one-line message when it is not valid)."""
+    from dse.search.studyfile import load_study
+
+    return load_study(study_file)

@@ -1,0 +1,329 @@
+"""``dse run``, ``dse status``, ``dse pareto``, ``dse plot``, ``dse export``: studies from the command line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from dse.cli.options import ACCEPT_OPT, STORAGE_OPT, STUDY_ARG, load_spec
+from dse.errors import UsageError
+
+COMMANDS = ("run", "worker", "status", "pareto", "plot", "export")
+
+
+def run(
+    study_file: Path = STUDY_ARG,
+    trials: Optional[int] = typer.Option(None, "--trials", "-n",
+                                         help="Trial budget (finished trials), overriding [study] trials."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop after this many seconds."),
+    sampler: Optional[str] = typer.Option(None, "--sampler",
+                                          help="nsga2, nsga3, tpe, random, qmc or grid, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, overriding the file."),
+    strategy: Optional[str] = typer.Option(
+        None, "--strategy",
+        help="joint (Optuna samples every knob) or hybrid (Optuna samples training knobs; the hardware model "
+             "searches hardware exhaustively or on thousands of points per trained setting), overriding "
+             "[study] strategy."),
+    storage: Optional[str] = STORAGE_OPT,
+    workers: Optional[int] = typer.Option(None, "--workers", "-w",
+                                          help="Local worker processes sharing the budget, overriding [study] "
+                                               "workers (default 1). With more than one the default storage is "
+                                               "a journal file <name>.journal beside the study file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    accept_changes: bool = ACCEPT_OPT,
+) -> None:
+    """Create or resume a study and run it to its trial budget.
+
+    Progress shows the finished trials, the Pareto front's size and its hypervolume. Ctrl-C (or SIGTERM)
+    stops cleanly: completed trials are kept, the running one is recorded as failed, and running the same
+    command again continues toward the budget. Exit code 130 after an interruption.
+    """
+    # bounds are checked here and in with_overrides rather than by typer's min=, so that a bad value gets the
+    # one-line `dse: error:` message
+    if timeout is not None and not timeout >= 0:
+        raise UsageError(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
+    spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
+                                            workers=workers)
+    workers = spec.workers
+    import dse  # after the file is checked: a bad file fails without importing Optuna
+
+    t0 = time.perf_counter()
+    if workers > 1:
+        res = dse.run(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
+                      accept_changes=accept_changes)
+    elif quiet:
+        res = dse.run(spec, workers=1, storage=storage, timeout=timeout, accept_changes=accept_changes)
+    else:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from dse.search.study import open_study
+
+        # open (create) the study before the progress bar starts, so that a storage that cannot be used
+        # (unreachable server, corrupt file, missing driver) gets the one-line error without a bar above it
+        open_study(spec, storage, create=True, accept_changes=accept_changes)
+        console = Console(stderr=True)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("front {task.fields[front]}  HV {task.fields[hv]}"), TimeElapsedColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task(spec.name, total=spec.trials, front=0, hv="-")
+
+            def progress(f):
+                bar.update(task, completed=f["finished"], total=f["budget"], front=f["front"],
+                           hv=f"{f['hypervolume']:.4g}")
+
+            res = dse.run(spec, workers=1, storage=storage, timeout=timeout, progress=progress,
+                          accept_changes=accept_changes)
+            if res["failed"]:
+                console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
+                              f"{study_file}`")
+    dt = time.perf_counter() - t0
+    typer.echo(f"{spec.name}: {min(res['finished'], res['budget'])}/{res['budget']} trials finished "
+               f"({res['complete']} complete in the study), "
+               f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
+               f"{res['storage']}")
+    if res.get("exhausted"):
+        from dse.search.strategies import strategy_class
+
+        typer.echo(strategy_class(res.get("strategy", spec.strategy)).stop_reason, err=True)
+    if res["interrupted"]:
+        typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
+        raise typer.Exit(130)
+    if not res["complete"] and (res["finished"] or res.get("exhausted")):
+        from dse.search.study import storage_url
+
+        _all_failed(spec, storage_url(spec, storage, journal=workers > 1), study_file)
+
+
+def _all_failed(spec, storage, study_file) -> None:
+    """Every trial failed: a one-line error with the most common reason (exit 2)."""
+    from dse.search.study import open_study
+
+    import optuna
+
+    study = open_study(spec, storage, create=False)
+    trials = study.get_trials(deepcopy=False)
+    from dse.search.strategies import strategy_class
+
+    for helper in strategy_class(spec.strategy).helper_studies(spec.name):  # e.g. the hybrid's training
+        try:                                                                 # settings, when none reached
+            trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(deepcopy=False)
+        except KeyError:  # not made yet                                     # the main study
+            pass
+    reasons: dict[str, int] = {}
+    for t in trials:
+        r = t.user_attrs.get("fail_reason")
+        if r and not r.startswith("interrupted"):
+            reasons[r] = reasons.get(r, 0) + 1
+    top = max(reasons.items(), key=lambda x: x[1]) if reasons else ("no reason recorded", 0)
+    raise UsageError(f"study {spec.name}: no trial completed; every one failed, most often ({top[1]} x) with: "
+                     f"{top[0]} (all reasons: `dse status {study_file}`)")
+
+
+def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
+           json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Trials by state, the budget, the front's size and hypervolume, the storage (password masked)."""
+    spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna
+    import dse
+
+    out = dse.open_study(spec, storage=storage).status()
+    if json_out:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for k, v in out.items():
+        if k == "failures":
+            for reason, n in sorted(v.items(), key=lambda x: -x[1])[:10]:
+                typer.echo(f"{'failed':12s} {n} x {reason}")
+            continue
+        if isinstance(v, dict):
+            v = ", ".join(f"{a} {b}" for a, b in v.items() if b)
+        elif isinstance(v, list):
+            v = "; ".join(v) or "-"
+        typer.echo(f"{k:12s} {v}")
+
+
+def _emit(rows: list[dict], fmt: str) -> None:
+    from dse.cli.output import echo_table
+
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        typer.echo(buf.getvalue().rstrip("\n"))
+    else:
+        echo_table(rows, floatfmt="{:.4g}")
+
+
+FORMAT_CHOICES = ("table", "csv", "json")
+
+
+def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
+           fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+           columns: Optional[str] = typer.Option(None, "--columns", "-c", metavar="C1,C2,...",
+                                                 help="Only these columns (metrics, knobs; trial always)."),
+           sort: Optional[str] = typer.Option(None, "--sort", metavar="METRIC",
+                                              help="Best first in METRIC (its natural direction; default: the "
+                                                   "first objective)."),
+           limit: Optional[int] = typer.Option(None, "--limit", "-n", metavar="N", help="At most N rows."),
+           where: Optional[List[str]] = typer.Option(None, "--where", metavar="'NAME<=X'",
+                                                     help="Keep rows meeting a condition on a metric or numeric "
+                                                          "knob (repeatable)."),
+           ) -> None:
+    """The feasible Pareto-optimal trials with every metric and knob, best first in the first objective.
+
+    Table headers carry units; gp_fraction (the surrogate's measured GP fraction) and training.gp_fraction
+    (the requested one) are named apart; accuracy figures are the training surrogate's on its proxy task,
+    with their seed spread when the study uses more than one seed. CSV and JSON keep the plain names.
+    """
+    if fmt not in FORMAT_CHOICES:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit: must be an integer >= 1, got {limit}")
+    spec = load_spec(study_file)
+    import dse
+    from dse.results.views import proxy_note, table_headers
+
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    rows = dse.open_study(spec, storage=storage).front_rows(columns=cols, sort=sort, limit=limit,
+                                                            where=where or [])
+    if fmt != "table":
+        _emit(rows, fmt)
+        return
+    if rows:
+        head = table_headers(spec, list(rows[0]))
+        rows = [{head[k]: v for k, v in r.items()} for r in rows]
+    _emit(rows, fmt)
+    typer.echo(proxy_note(spec), err=True)
+
+
+def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
+         out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                            help="Folder for the figures (default: <name>-plots beside the "
+                                                 "study file)."),
+         ) -> None:
+    """Seaborn figures, PNG and SVG: each pair of objectives with its 2-D front, the reference accelerator
+    and the constraint limits; the front in parallel coordinates; energy by component for chosen points;
+    hypervolume history; parameter importance per objective (for a hybrid study, over the hardware points
+    it costed)."""
+    spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna and seaborn
+    from dse.figures.plots import make_plots
+    from dse.search.study import open_study
+
+    study = open_study(spec, storage, create=False)
+    folder = out or (study_file.resolve().parent / f"{spec.name}-plots")
+    files = make_plots(study, spec, folder)
+    for f in files:
+        typer.echo(str(f))
+
+
+EXPORT_FORMATS = ("toml", "json", "csv")
+
+
+def export(
+    study_file: Path = STUDY_ARG,
+    knee: bool = typer.Option(False, "--knee", help="The front's knee: closest to the ideal point after "
+                                                    "scaling each objective to [0, 1] over the front."),
+    best: Optional[str] = typer.Option(None, "--best", metavar="METRIC",
+                                       help="The feasible trial best in METRIC (its natural direction)."),
+    where: Optional[List[str]] = typer.Option(None, "--where", metavar="'METRIC<=X'",
+                                              help="With --best: a condition on another metric (repeatable)."),
+    all_front: bool = typer.Option(False, "--pareto", help="Every configuration on the front."),
+    fmt: str = typer.Option("toml", "--format", "-f", help="toml (what `dse evaluate` reads), json or csv."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="Output file (a folder for --pareto with toml: one file per "
+                                            "trial). Default: standard output."),
+    storage: Optional[str] = STORAGE_OPT,
+) -> None:
+    """Chosen configurations as files that `dse evaluate` accepts unchanged and reproduces exactly.
+
+    Default selection: --knee.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if sum([knee, best is not None, all_front]) > 1:
+        raise UsageError("export: choose one of --knee, --best METRIC, --pareto")
+    if where and best is None:
+        raise UsageError("--where: only with --best METRIC")
+    spec = load_spec(study_file)
+    import dse
+    from dse.results.export import render
+
+    pts = dse.open_study(spec, storage=storage).select(best=best, where=where or [], pareto=all_front)
+    if out is not None and all_front and fmt == "toml":
+        from dse.results.export import write_folder
+
+        for path in write_folder(pts, spec, out):  # every file is written before the first name is printed
+            typer.echo(str(path))
+        return
+    text = render(pts, fmt, spec)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        typer.echo(str(out))
+
+
+def worker(
+    study_file: Path = STUDY_ARG,
+    storage: Optional[str] = STORAGE_OPT,
+    index: int = typer.Option(0, "--index", min=0, help="This worker's index: its sampler seed is the study's "
+                                                        "seed + 1000 x index (+ trials done so far)."),
+    trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1, help="The shared trial budget "
+                                                                           "(default: the file's)."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The study's seed, overriding the file."),
+    heartbeat: Optional[int] = typer.Option(None, "--heartbeat", min=1,
+                                            help="Seconds between heartbeats (RDB storages): a trial whose "
+                                                 "worker stops beating for 3 intervals is failed and retried. "
+                                                 "Default: 5 for PostgreSQL/MySQL, off otherwise (local "
+                                                 "workers are watched by process id)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final line."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="joint or hybrid, overriding the file "
+                                                                    "(it must match the study's)."),
+    accept_changes: bool = ACCEPT_OPT,
+) -> None:
+    """Join a study as one worker: run trials until the shared budget is met.
+
+    Both strategies: a hybrid study's workers share its outer study of training settings (each setting is
+    trained by one worker) and enter their sub-fronts into the one main study.
+    Start it on every machine with the same study file and storage, e.g.
+    `dse worker studies/zoo.toml --storage postgresql://USER:PW@HOST/DB --index 3`.
+    A trial whose worker dies (SIGKILL, power loss) is retried, so the budget is met exactly.
+    """
+    from dse.search.runner import run_study
+    from dse.search.study import default_heartbeat, storage_url
+
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed: must be an integer >= 0, got {seed}")
+    spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
+    url = storage_url(spec, storage)
+    hb = heartbeat if heartbeat is not None else default_heartbeat(url)
+    if os.environ.get("DSE_PARENT_PID", "").isdigit():  # started by `dse run --workers`: stop with it
+        from dse.search.runguard import watch_parent
+
+        watch_parent(int(os.environ["DSE_PARENT_PID"]))
+
+    def progress(f):
+        if not quiet and f["last"] is not None:
+            typer.echo(f"worker {index}: trial {f['last'][0]} {f['last'][1].lower()}; "
+                       f"{f['finished']}/{f['budget']} done, front {f['front']}", err=True)
+
+    res = run_study(spec, storage=url, worker=index, heartbeat=hb, progress=progress,
+                    accept_changes=accept_changes)
+    typer.echo(f"worker {index}: {spec.name} {res['finished']}/{res['budget']} done, front {res['front']}, "
+               f"hypervolume {res['hypervolume']:.6g}; storage {res['storage']}")
+    if res["interrupted"]:
+        raise typer.Exit(130)

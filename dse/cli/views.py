@@ -1,0 +1,293 @@
+"""``dse show``, ``dse init``, ``dse report``: what a researcher looks at (thin: the work is in dse.results.views,
+dse.figures.report and the study API)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from dse.cli.options import STORAGE_OPT, STUDY_ARG, load_spec
+from dse.errors import UsageError
+
+#: the commands this module adds to `dse`
+COMMANDS = ("show", "init", "report", "compare", "sweep")
+FORMATS = ("table", "csv", "json")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    if rows:
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return buf.getvalue()
+
+
+def show(
+    study_file: Path = STUDY_ARG,
+    trial: int = typer.Argument(..., metavar="TRIAL", help="Trial number (as `dse pareto` lists them)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model of the workload."),
+    layers: bool = typer.Option(False, "--layers", help="Also the per-layer, per-phase table (one plain-BP "
+                                                        "training step on the trial's accelerator)."),
+    fmt: str = typer.Option("table", "--format", "-f",
+                            help="table, csv (the per-layer table with --layers, else the per-model table) "
+                                 "or json (everything)."),
+    storage: Optional[str] = STORAGE_OPT,
+) -> None:
+    """One trial in depth: its knobs, every metric with its unit, the per-model breakdown (step times per
+    phase, DRAM traffic, energy by component) and, with --layers, every op of a training step (cycles,
+    utilization, stalls, DRAM bytes, energy by component)."""
+    _check_format(fmt)
+    spec = load_spec(study_file)
+    from dse.search.study import open_study
+    from dse.results.views import trial_detail, unit_of
+
+    if trial < 0:
+        raise UsageError(f"TRIAL: must be a trial number >= 0, got {trial}")
+    study = open_study(spec, storage, create=False)
+    d = trial_detail(study, spec, trial, model=model, layers=layers)
+    if fmt == "json":
+        typer.echo(json.dumps(d, indent=2, default=float))
+        return
+    layer_rows = [{"model": m, **r} for m, rows in d.get("layers", {}).items() for r in rows]
+    if fmt == "csv":
+        if "models" not in d:
+            raise UsageError(f"TRIAL: trial {trial} is {d['state']} ({d['reason']}); it has no table")
+        typer.echo(_csv(layer_rows if layers else d["models"]).rstrip("\n"))
+        return
+    from dse.cli.output import echo_table
+
+    objectives = dict(zip(spec.metrics, spec.directions))
+    head = f"trial {trial}: {d['state']}"
+    if "feasible" in d:
+        head += ", feasible" if d["feasible"] else ", violates a constraint"
+    typer.echo(head)
+    if "reason" in d:
+        typer.echo(f"reason: {d['reason']}")
+    typer.echo("")
+    typer.echo("knobs (as sampled; the measured GP fraction is the metric gp_fraction below)")
+    echo_table([{"knob": k, "value": str(v)} for k, v in d["params"].items()])
+    if "metrics" not in d:
+        return
+    typer.echo("")
+    rows = []
+    for m, v in d["metrics"].items():
+        role = f"objective ({objectives[m]})" if m in objectives else ""
+        rows.append({"metric": m, "value": v, "unit": unit_of(m), "role": role})
+    sur = d.get("surrogate", {})
+    typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy task "
+               f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model)")
+    echo_table(rows, floatfmt="{:.5g}")
+    typer.echo("")
+    typer.echo("per model (time per step in ms for plain BP on the reference, and this design's BP-phase and "
+               "GP-phase steps; DRAM GB per step; job energy J by component)")
+    cols = ["model", "speedup", "speedup_same_hw", "step_ms_bp_ref", "step_ms_scheme_bp", "step_ms_gp",
+            "dram_gb_per_step_bp", "dram_gb_per_step_gp", "energy_j"]
+    from accel.schedule import ENERGY_KEYS
+
+    cols += [f"energy_j_{k}" for k in ENERGY_KEYS]
+    echo_table([{c: r[c] for c in cols} for r in d["models"]], floatfmt="{:.4g}")
+    if layers:
+        typer.echo("")
+        typer.echo("per layer and phase (one plain-BP step; each op costed alone: the step's schedule adds "
+                   "activation-stash stalls and leakage)")
+        cols = ["model", "layer", "name", "kind", "phase", "M", "K", "N", "repeat", "macs", "cycles",
+                "utilization", "stall_cycles", "time_us", "dram_bytes", "energy_pj_mac", "energy_pj_sram",
+                "energy_pj_dram"]
+        echo_table([{c: r[c] for c in cols} for r in layer_rows], floatfmt="{:.4g}")
+
+
+def _templates() -> dict[str, Path]:
+    """Template name -> study file: the presets under studies/ of the source checkout."""
+    root = Path(__file__).resolve().parents[2] / "studies"  # dse/cli/views.py -> the checkout
+    return {name: root / f"{name}.toml" for name in ("quickstart", "zoo", "predictors")}
+
+
+def init(
+    file: Path = typer.Argument(..., metavar="FILE.toml", help="The study file to write (it must not exist)."),
+    template: str = typer.Option("quickstart", "--template", "-t",
+                                 help="quickstart (one CNN, hybrid search, 4 objectives), zoo (every zoo model, "
+                                      "geometric-mean speed-up) or predictors (gradient schemes and predictor "
+                                      "shapes)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite FILE if it exists."),
+) -> None:
+    """Write a commented study file to start from (a copy of a preset, named after FILE); then
+    `dse run FILE.toml`."""
+    from dse.search.studyfile import load_study
+
+    temps = {k: v for k, v in _templates().items() if v.is_file()}  # the presets this checkout has
+    if not temps:
+        raise UsageError("--template: no preset found; the presets ship in the source checkout's studies/ "
+                         "folder (pip install -e . from a clone)")
+    if template not in temps:
+        raise UsageError(f"--template: {template!r}; choose one of {', '.join(temps)}")
+    src = temps[template]
+    if file.suffix != ".toml":
+        raise UsageError(f"FILE: a study file ends in .toml, got {str(file)!r}")
+    if file.exists() and not force:
+        raise UsageError(f"FILE: {file} exists; choose another name or pass --force")
+    text = src.read_text()
+    import re
+
+    name = file.stem
+    text, n = re.subn(r'(?m)^(name\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{name}"', text, count=1)
+    header = (f"# Started from the {template} template by `dse init`; run it with `dse run {file.name}`,\n"
+              f"# then `dse pareto {file.name} --limit 10`, `dse show {file.name} TRIAL`, "
+              f"`dse report {file.name}`.\n")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(header + text)
+    try:
+        load_study(file)  # the template must stay a valid study
+    except UsageError:
+        file.unlink()
+        raise
+    typer.echo(str(file))
+
+
+def report(
+    study_file: Path = STUDY_ARG,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", metavar="FILE.html",
+                                       help="Where to write it (default: <name>-report.html beside the study "
+                                            "file)."),
+    storage: Optional[str] = STORAGE_OPT,
+) -> None:
+    """One self-contained HTML file to mail to a colleague: status, objectives and the hypervolume
+    reference point, the figures (embedded), the front, failures, the study file, versions and git commit."""
+    if out is not None and out.suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"--out: an HTML file name ends in .html, got {str(out)!r}")
+    spec = load_spec(study_file)
+    from dse.figures.report import build_report
+    from dse.search.study import open_study
+
+    study = open_study(spec, storage, create=False)
+    path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
+    typer.echo(str(build_report(spec, study, path, storage=storage)))
+
+
+def _emit_rows(rows: list[dict], fmt: str) -> None:
+    from dse.cli.output import echo_table
+
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt == "csv":
+        typer.echo(_csv(rows).rstrip("\n"))
+    else:
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        echo_table([{c: r.get(c) for c in cols} for r in rows], cols, floatfmt="{:.4g}")
+
+
+def compare(
+    study_files: List[Path] = typer.Argument(..., metavar="STUDY.toml...",
+                                             help="Two or more study files (each with its own storage)."),
+    objectives: Optional[str] = typer.Option(
+        None, "--objectives", metavar="M1,M2[,...]",
+        help="Metrics to compare on (default: the objectives every study shares, in the first study's order)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                        help="Also draw the fronts overlaid, one colour per study."),
+) -> None:
+    """Fronts of several studies on the same objectives: hypervolume at one common reference point (per
+    objective the least demanding of the studies' own), and how many of each study's front points another's
+    front dominates."""
+    from dse.results.compare import compare as run_compare
+    from dse.search.study import hv_reference, load_points, open_study
+    from dse.results.views import label_of, natural_direction
+
+    _check_format(fmt)
+    if len(study_files) < 2:
+        raise UsageError("compare: give at least two study files")
+    specs = [load_spec(f) for f in study_files]
+    if objectives:
+        objs = [m.strip() for m in objectives.split(",") if m.strip()]
+    else:
+        objs = [m for m in specs[0].metrics if all(m in s.metrics for s in specs[1:])]
+    if len(objs) < 2:
+        raise UsageError("--objectives: the studies share fewer than two objectives; name two or more metrics "
+                         "with --objectives M1,M2")
+    directions = [natural_direction(m) for m in objs]
+    entries = []
+    for f, spec in zip(study_files, specs):
+        study = open_study(spec, None, create=False)
+        ref_all = dict(zip(spec.metrics, hv_reference(spec)))
+        ref = _reference_for(spec, objs, ref_all)
+        entries.append((spec.name, spec, load_points(study, spec), ref))
+    res = run_compare(entries, objs, directions)
+    if plot is not None:
+        from dse.figures.charts import compare_figure
+
+        fronts = {n: {"values": f.values} for n, f in res["fronts"].items()}
+        path = compare_figure(fronts, objs, directions, [label_of(m, d) for m, d in zip(objs, directions)],
+                              res["reference"], plot)
+        typer.echo(f"figure: {path}", err=True)
+    if fmt == "json":
+        typer.echo(json.dumps({k: v for k, v in res.items() if k != "fronts"} | {
+            "fronts": {n: [{"trial": p.number, **dict(zip(objs, p.values))} for p in f.points]
+                       for n, f in res["fronts"].items()}}, indent=2))
+        return
+    if fmt == "table":
+        typer.echo("objectives: " + ", ".join(f"{label_of(m, d)}" for m, d in zip(objs, directions)))
+        typer.echo("common hypervolume reference: " + ", ".join(f"{m}={r:.4g}" for m, r in
+                                                               zip(objs, res["reference"])))
+    _emit_rows(res["studies"], fmt)
+
+
+def _reference_for(spec, objs: list[str], ref_all: dict) -> list[float]:
+    """A study's reference values for ``objs``: its own for its objectives, else the default of the metric
+    for that study (computed as for an objective)."""
+    from dataclasses import replace
+
+    from dse.search.study import hv_reference
+    from dse.search.studyfile import Objective
+
+    missing = [m for m in objs if m not in ref_all]
+    if missing:
+        extra = replace(spec, objectives=tuple(Objective(m, "minimize") for m in missing))
+        ref_all = {**ref_all, **dict(zip(missing, hv_reference(extra)))}
+    return [ref_all[m] for m in objs]
+
+
+def sweep(
+    config: Path = typer.Argument(..., metavar="CONFIG.toml",
+                                  help="A configuration (what `dse export` writes)."),
+    knob: List[str] = typer.Option(..., "--knob", "-k", metavar="SECTION.FIELD=V1,V2,...",
+                                   help="A knob and its values, e.g. hardware.rows=16,32,64,128 (once or twice)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png",
+                                        help="Also draw every metric against the first knob (one line per "
+                                             "value of the second)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Vary one or two knobs around a configuration: every metric at every combination, as a table and
+    optionally a line plot."""
+    from dse.config.configuration import load_configuration
+    from dse.evaluation.sweep import parse_knob, sweep as run_sweep
+    from dse.results.views import label_of
+
+    _check_format(fmt)
+    knobs = [parse_knob(k) for k in knob]
+    cfg = load_configuration(config)
+
+    def progress(i, n, row):
+        if not quiet:
+            typer.echo(f"sweep {i}/{n}: " + ", ".join(f"{k}={row[k]}" for k in row if "." in k), err=True)
+
+    rows = run_sweep(cfg, knobs, base_dir=config.resolve().parent, progress=progress)
+    if plot is not None:
+        from dse.figures.charts import sweep_figure
+
+        names = [k for k in rows[0] if "." in k]
+        metrics = [m for m in rows[0] if m not in names]
+        sweep_figure(rows, names, metrics, {m: label_of(m) for m in metrics}, plot)
+        typer.echo(f"figure: {plot}", err=True)
+    _emit_rows(rows, fmt)

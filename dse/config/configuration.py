@@ -1,0 +1,135 @@
+"""The configuration type: training knobs + hardware + workload, the unit every evaluation takes.
+
+A configuration file (what ``dse export`` writes and ``dse evaluate`` reads) has the tables
+
+* ``[workload]``  -- :class:`dse.config.workload.Workload` (zoo models, batch, data-set size, epochs, optimizer);
+* ``[training]``  -- :class:`models.surrogate.SurrogateConfig` (scheme, predictor, phase schedule);
+* ``[hardware]``  -- :class:`accel.Hardware`, the candidate accelerator;
+* ``[reference]`` -- :class:`accel.Hardware`, the baseline that runs plain BP (``speedup``'s denominator);
+* ``[schedule]``  -- optional what-if: ``gp_fraction`` (0-1) of post-warm-up steps in GP phase, used instead
+  of the surrogate's measured fraction; with it the surrogate does not run unless ``accuracy = true``;
+* ``technology``  -- optional path of a technology table (``accel.load_tech``), relative to the file;
+* ``[parallel]``  -- optional: the job over several accelerators (pipeline stages, micro-batches, schedule,
+  link, data-parallel replicas), :class:`dse.config.parallel.ParallelConfig`.
+
+How a configuration is evaluated: :mod:`dse.evaluation.evaluator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accel import Hardware
+from dse.config.parallel import ParallelConfig, microbatch_size
+from dse.config.schema import check_keys, load_toml, take
+from dse.config.workload import Workload
+from dse.errors import UsageError
+from models.schemes import check_complete
+from models.surrogate import SurrogateConfig
+
+__all__ = ["Configuration", "load_configuration", "plan_key", "check_scheme"]
+
+
+@dataclass(frozen=True)
+class Configuration:
+    workload: Workload = field(default_factory=Workload)
+    training: SurrogateConfig = field(default_factory=SurrogateConfig)
+    hardware: Hardware = field(default_factory=Hardware)
+    reference: Hardware = field(default_factory=Hardware)
+    #: what-if override of the GP fraction (None: from the surrogate)
+    gp_fraction: float | None = None
+    #: with a what-if GP fraction, still run the surrogate for the accuracy figures
+    accuracy: bool = False
+    technology: str | None = None
+    #: surrogate seeds (0..seeds-1) whose mean accuracy the configuration reports
+    seeds: int = 3
+    #: the job over several accelerators (None: one accelerator)
+    parallel: ParallelConfig | None = None
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {
+            "workload": self.workload.to_dict(),
+            "training": self.training.to_dict(),
+            "hardware": self.hardware.to_dict(),
+            "reference": self.reference.to_dict(),
+        }
+        if self.gp_fraction is not None:
+            d["schedule"] = {"gp_fraction": self.gp_fraction, "accuracy": self.accuracy}
+        if self.technology:
+            d["technology"] = self.technology
+        d["seeds"] = self.seeds
+        if self.parallel is not None:
+            d["parallel"] = self.parallel.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, *, base: Path | None = None, where: str = "") -> "Configuration":
+        pre = f"{where}." if where else ""
+        check_keys(d, {"workload", "training", "hardware", "reference", "schedule", "technology", "seeds",
+                       "meta", "parallel"}, where or "configuration")
+        for t in ("workload", "training", "hardware", "reference", "schedule", "meta", "parallel"):
+            if t in d and not isinstance(d[t], dict):
+                raise UsageError(f"{pre}{t}: expected a table")
+        workload = Workload.from_dict(d.get("workload", {}), where=f"{pre}workload", base=base)
+        try:
+            training = SurrogateConfig.from_dict(d.get("training", {}))
+        except ValueError as e:
+            raise UsageError(f"{pre}training.{e}") from None
+        check_scheme(training.scheme, f"{pre}training.scheme")
+        hw = {}
+        for t in ("hardware", "reference"):
+            try:
+                hw[t] = Hardware.from_dict(d.get(t, {}))
+            except (ValueError, TypeError) as e:
+                raise UsageError(f"{pre}{t}.{e}") from None
+        sched = d.get("schedule", {})
+        check_keys(sched, {"gp_fraction", "accuracy"}, f"{pre}schedule")
+        gpf = take(sched, "gp_fraction", float, f"{pre}schedule", default=None, low=0.0, high=1.0)
+        tech = take(d, "technology", str, where or "configuration", default=None)
+        if tech is not None and base is not None and not Path(tech).is_absolute():
+            tech = str((base / tech).resolve())
+        par = ParallelConfig.from_dict(d["parallel"], f"{pre}parallel") if "parallel" in d else None
+        if par is not None:
+            try:
+                microbatch_size(workload.batch, par)
+            except ValueError as e:
+                raise UsageError(f"{pre}parallel.{e}") from None
+        return cls(workload, training, hw["hardware"], hw["reference"], gpf,
+                   take(sched, "accuracy", bool, f"{pre}schedule", default=False), tech,
+                   take(d, "seeds", int, where or "configuration", default=3, low=1, high=10), par)
+
+
+def check_scheme(name: str, where: str) -> None:
+    """``UsageError`` naming ``where`` unless scheme ``name`` has both its halves (its training behaviour and
+    its accelerator cost, :func:`models.schemes.check_complete`): an incomplete scheme is refused before
+    anything is trained."""
+    try:
+        check_complete(name)
+    except ValueError as e:
+        raise UsageError(f"{where}: {e}") from None
+
+
+def load_configuration(path: str | Path) -> Configuration:
+    """Read a configuration from TOML (or JSON, as ``dse export --format json`` writes it)."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        import json
+
+        try:
+            doc = json.loads(p.read_text())
+        except OSError as e:
+            raise UsageError(f"{p}: cannot be read ({e.strerror})") from None
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{p}: not valid JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise UsageError(f"{p}: expected one configuration (a JSON object)")
+        return Configuration.from_dict(doc, base=p.parent)
+    return Configuration.from_dict(load_toml(p), base=p.parent)
+
+
+def plan_key(training: SurrogateConfig) -> tuple:
+    """The training knobs a scheme's cost depends on, as a hashable key (every knob: a scheme reads the ones
+    it needs; caching by all of them is exact and cheap)."""
+    return tuple(sorted(training.to_dict().items()))

@@ -1,0 +1,111 @@
+"""The training job a configuration is costed on: zoo models, batch, data-set size, epochs, optimizer."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from dse.errors import UsageError
+from dse.config.schema import check_keys, take
+
+__all__ = ["Workload"]
+
+_OPTIMIZERS = ("sgd", "sgd_momentum", "adam")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """``models`` trained for ``epochs`` over ``dataset_size`` samples in batches of ``batch``.
+
+    ``dataset`` picks the input set-up (``imagenet``, ``cifar10``, ``cifar100``); ``None`` uses each
+    model's own (299x299 for Inception, 416x416 for YOLOv3, token sequences for the Transformer).
+    """
+
+    models: tuple[str, ...] = ("resnet50",)
+    dataset: str | None = None
+    batch: int = 32
+    dataset_size: int = 1_281_167
+    epochs: int = 90
+    optimizer: str = "sgd_momentum"
+    #: per-model builder arguments (for example the Transformer's src_len / tgt_len)
+    model_args: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.dataset_size / self.batch)
+
+    @property
+    def steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+    def to_dict(self) -> dict:
+        d = {"models": list(self.models), "batch": self.batch, "dataset_size": self.dataset_size,
+             "epochs": self.epochs, "optimizer": self.optimizer}
+        if self.dataset is not None:
+            d["dataset"] = self.dataset
+        if self.model_args:
+            d["model_args"] = self.model_args
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "workload", base=None) -> "Workload":
+        """``models`` entries ending in ``.csv`` / ``.onnx`` are workload files (SCALE-Sim topologies, ONNX
+        models; :mod:`models.importers`), relative to ``base`` (the folder of the file naming them)."""
+        from pathlib import Path
+
+        from models import importers, zoo
+
+        check_keys(d, {"models", "dataset", "batch", "dataset_size", "epochs", "optimizer", "model_args"},
+                   where)
+        models = take(d, "models", (list, str), where)
+        models = [models] if isinstance(models, str) else list(models)
+        if not models:
+            raise UsageError(f"{where}.models: name at least one zoo model ({', '.join(zoo.names())})")
+        known = zoo.names()
+        for i, m in enumerate(models):
+            if isinstance(m, str) and importers.is_file_model(m):
+                p = Path(m).expanduser()
+                if not p.is_absolute() and base is not None:
+                    p = Path(base) / p
+                if not p.is_file():
+                    raise UsageError(f"{where}.models: workload file {m!r} not found"
+                                     + (f" (relative to {base})" if base is not None else ""))
+                models[i] = str(p.resolve())
+            elif m not in known:
+                raise UsageError(f"{where}.models: unknown model {m!r}; the zoo has: {', '.join(known)}, "
+                                 "or a workload file (a SCALE-Sim topology .csv, an ONNX model .onnx)")
+        dataset = take(d, "dataset", str, where, default=None, choices=("imagenet", "cifar10", "cifar100"))
+        if dataset is not None:
+            for m in models:
+                if importers.is_file_model(m):
+                    continue  # a workload file fixes its own input
+                if dataset not in zoo.entry(m).datasets:
+                    raise UsageError(f"{where}.dataset: {m} supports {', '.join(zoo.entry(m).datasets)}; "
+                                     f"got {dataset!r}")
+        model_args = take(d, "model_args", dict, where, default={})
+        for m, args in model_args.items():
+            if m not in models or not isinstance(args, dict):
+                raise UsageError(f"{where}.model_args.{m}: a table of builder arguments for one of "
+                                 f"{', '.join(models)}")
+        w = cls(
+            models=tuple(models),
+            dataset=dataset,
+            batch=take(d, "batch", int, where, default=cls.batch, low=1),
+            dataset_size=take(d, "dataset_size", int, where, default=cls.dataset_size, low=1),
+            epochs=take(d, "epochs", int, where, default=cls.epochs, low=1),
+            optimizer=take(d, "optimizer", str, where, default=cls.optimizer, choices=_OPTIMIZERS),
+            model_args=model_args,
+        )
+        for m in w.models:  # fail early, with the builder's message, on arguments it rejects
+            try:
+                w.net(m)
+            except (TypeError, ValueError, RecursionError) as e:
+                raise UsageError(f"{where}: model {m}: {e}") from None
+        return w
+
+    def net(self, model: str):
+        from models import importers, zoo
+
+        if importers.is_file_model(model):
+            return zoo.build(model, **self.model_args.get(model, {}))
+        return zoo.build(model, dataset=self.dataset, **self.model_args.get(model, {}))

@@ -1,0 +1,340 @@
+"""Figures beyond a single study's (seaborn/matplotlib, PNG): fronts of several studies overlaid, sweeps.
+
+Conventions shared with :mod:`dse.figures.plots`: one colour per study or method, taken from :func:`colours` in
+the order the studies are given, so the same study keeps its colour in every figure of one command; a
+2-D front is drawn as the staircase of the non-dominated set of the points shown (:func:`staircase`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["colours", "method_colours", "METHODS", "nondominated_2d", "staircase", "compare_figure", "sweep_figure"]
+
+
+def colours(names: list[str]) -> dict[str, str]:
+    """One colour per name (seaborn's colour-blind palette, in order)."""
+    import seaborn as sns
+
+    pal = sns.color_palette("colorblind", max(len(names), 1)).as_hex()
+    return {n: pal[i % len(pal)] for i, n in enumerate(names)}
+
+
+#: search methods, each with its own colour (seaborn "colorblind" indices) in every figure
+#: (bench/search_quality.py, dse compare): random grey, qmc cyan, grid yellow, tpe orange, nsga2 blue,
+#: nsga3 brown, hybrid green
+METHODS = {"random": 7, "qmc": 9, "grid": 8, "tpe": 1, "nsga2": 0, "nsga3": 5, "hybrid": 2}
+
+
+def method_colours(names) -> dict[str, str]:
+    """A colour per search-method label, fixed by the method (the label's first word: "hybrid
+    (front_size 4)" is a hybrid); further labels of one method get darker shades of its colour."""
+    import matplotlib.colors as mc
+    import seaborn as sns
+
+    pal = sns.color_palette("colorblind", 10).as_hex()
+    out, seen = {}, {}
+    for n in sorted(names, key=str):
+        fam = str(n).split()[0]
+        i = METHODS.get(fam, 3 + 1 * (len(out) % 2) * 3)  # red or pink for a method not listed
+        k = seen.get(fam, 0)
+        seen[fam] = k + 1
+        out[n] = mc.to_hex(np.array(mc.to_rgb(pal[i])) * (1 - min(0.4 * k, 0.8)))
+    return out
+
+
+def nondominated_2d(x: np.ndarray, y: np.ndarray, dx: str, dy: str) -> np.ndarray:
+    """Indices of the 2-D non-dominated points of (x, y) under directions dx, dy, sorted by x ascending."""
+    if len(x) == 0:
+        return np.zeros(0, dtype=int)
+    a = np.where(dx == "maximize", -np.asarray(x, float), np.asarray(x, float))
+    b = np.where(dy == "maximize", -np.asarray(y, float), np.asarray(y, float))
+    order = np.lexsort((b, a))  # by a, then b (both to be minimised)
+    keep, best = [], np.inf
+    for i in order:
+        if b[i] < best:
+            keep.append(i)
+            best = b[i]
+    keep = np.asarray(keep, dtype=int)
+    return keep[np.argsort(np.asarray(x, float)[keep], kind="stable")]
+
+
+def staircase(ax, x, y, dx: str, dy: str, **kw):
+    """Draw the 2-D front of (x, y) as a staircase (each point's region of dominance outlined)."""
+    idx = nondominated_2d(np.asarray(x), np.asarray(y), dx, dy)
+    if not len(idx):
+        return idx
+    xs, ys = np.asarray(x, float)[idx], np.asarray(y, float)[idx]
+    # between two front points sorted by x, the step holds the value of the one that is better in x
+    where = "post" if dx == "minimize" else "pre"
+    ax.step(xs, ys, where=where, **kw)
+    return idx
+
+
+def _mark_reference(ax, rx: float, ry: float) -> None:
+    """The hypervolume reference as a black x; the axes keep to the data, so a reference outside them is
+    drawn at the nearest edge (a hollow x) with its coordinates written beside it."""
+    ax.autoscale_view()
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    inside = x0 <= rx <= x1 and y0 <= ry <= y1
+    px, py = min(max(rx, x0), x1), min(max(ry, y0), y1)
+    ax.scatter([px], [py], marker="x", s=60, color="black" if inside else "grey", label="hypervolume reference",
+               clip_on=False, zorder=5)
+    if not inside:
+        ax.annotate(f"reference ({rx:.3g}, {ry:.3g})", (px, py), fontsize=7, color="grey",
+                    xytext=(-4, 4), textcoords="offset points", ha="right")
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+
+
+def compare_figure(fronts: dict[str, dict], objectives: list[str], directions: list[str], labels: list[str],
+                   reference: list[float], out: Path) -> Path:
+    """Each pair of objectives: every study's front points and its 2-D staircase, one colour per study,
+    the common hypervolume reference point marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = list(itertools.combinations(range(len(objectives)), 2))
+    cols = min(len(pairs), 3)
+    rows = -(-len(pairs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
+    col = colours(list(fronts))
+    for ax, (i, j) in zip(axes.flat, pairs):
+        for name, fr in fronts.items():
+            v = np.asarray(fr["values"], dtype=float).reshape(-1, len(objectives))
+            ax.scatter(v[:, i], v[:, j], s=22, color=col[name], alpha=0.75, label=f"{name} ({len(v)} points)")
+            staircase(ax, v[:, i], v[:, j], directions[i], directions[j], color=col[name], lw=1.2, alpha=0.9)
+        _mark_reference(ax, reference[i], reference[j])
+        ax.set_xlabel(labels[i])
+        ax.set_ylabel(labels[j])
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.set_visible(False)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="upper center", ncol=min(len(names), 4), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.suptitle("fronts overlaid (each study's Pareto-optimal feasible trials; lines: the 2-D front of each "
+                 "pair)", fontsize=10, y=1.04)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+def sweep_figure(rows: list[dict], knobs: list[str], metrics: list[str], labels: dict[str, str],
+                 out: Path) -> Path:
+    """One panel per metric: the metric against the first knob, one line per value of the second."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def varies(m):
+        vals = [r.get(m) for r in rows]
+        return len({round(v, 12) if isinstance(v, float) else v for v in vals}) > 1
+
+    constant = [m for m in metrics if not varies(m)]
+    metrics = [m for m in metrics if varies(m)] or metrics[:1]
+    cols = min(len(metrics), 3)
+    nrows = -(-len(metrics) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
+    def order(v):
+        return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+
+    series = sorted({r[knobs[1]] for r in rows}, key=order) if len(knobs) > 1 else [None]
+    col = colours([str(s) for s in series])
+    numeric = all(isinstance(r[knobs[0]], (int, float)) and not isinstance(r[knobs[0]], bool) for r in rows)
+    xs_all = list(dict.fromkeys(r[knobs[0]] for r in rows))
+    for ax, m in zip(axes.flat, metrics):
+        for s in series:
+            sel = [r for r in rows if s is None or r[knobs[1]] == s]
+            x = [r[knobs[0]] if numeric else xs_all.index(r[knobs[0]]) for r in sel]
+            y = [r.get(m, np.nan) for r in sel]
+            ax.plot(x, y, marker="o", color=col[str(s)], label=None if s is None else f"{knobs[1]}={s}")
+        if not numeric:
+            ax.set_xticks(range(len(xs_all)), [str(v) for v in xs_all], rotation=30, fontsize=8)
+        elif all(v > 0 for v in xs_all) and max(xs_all) / min(xs_all) >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(knobs[0])
+        ax.set_ylabel(labels.get(m, m), fontsize=9)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.set_visible(False)
+    if len(knobs) > 1:
+        h, n = axes.flat[0].get_legend_handles_labels()
+        fig.legend(h, n, loc="upper center", ncol=min(len(n), 5), fontsize=9, frameon=False,
+                   bbox_to_anchor=(0.5, 1.02))
+    if constant:
+        fig.text(0.5, -0.01, "the same at every point: " + ", ".join(
+            f"{m} = {rows[0][m]:.4g}" if isinstance(rows[0].get(m), float) else m for m in constant),
+            ha="center", va="top", fontsize=9)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+# -- figures of one study (called by dse.figures.plots.make_plots) ----------------------------------------------
+def reference_metrics(spec) -> dict[str, float]:
+    """The reference accelerator running plain BP, in the study's metrics (what every speed-up is against):
+    speed-ups 1, no accuracy drop, GP fraction 0, its energy, area and power."""
+    from dataclasses import replace
+
+    from dse.evaluation.evaluator import evaluate_hardware
+
+    cfg = replace(spec.base, hardware=spec.base.reference,
+                  training=spec.base.training.replace(scheme="bp"))
+    s = evaluate_hardware(cfg, 0.0)["summary"]
+    return {"speedup": 1.0, "speedup_same_hw": 1.0, "accuracy_drop": 0.0, "gp_fraction": 0.0,
+            "energy_saving": 0.0, "energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
+
+
+def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
+    """Per pair of objectives: every complete trial (grey; infeasible as x), the 2-D non-dominated set of
+    the feasible ones as a staircase, the trials on the full front ringed, the reference accelerator
+    (plain BP) as a star, and constraint limits as dashed lines with the infeasible side shaded."""
+    import matplotlib.pyplot as plt
+
+    m, d = spec.metrics, spec.directions
+    pairs = list(itertools.combinations(range(len(m)), 2))
+    cols = min(len(pairs), 3)
+    rows = -(-len(pairs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.3 * rows), squeeze=False)
+    v = np.array([p.values for p in pts], dtype=float).reshape(len(pts), len(m))
+    feas = np.array([p.feasible for p in pts], dtype=bool)
+    fr = np.array([p.number in on_front for p in pts], dtype=bool)
+    ref = reference_metrics(spec)
+    for ax, (i, j) in zip(axes.flat, pairs):
+        ax.scatter(v[feas & ~fr, i], v[feas & ~fr, j], s=14, color="#9e9e9e", alpha=0.55, label="feasible trial")
+        ax.scatter(v[~feas, i], v[~feas, j], s=18, marker="x", color="#b0b0b0", alpha=0.7,
+                   label="violates a constraint")
+        ax.scatter(v[fr, i], v[fr, j], s=34, facecolors="none", edgecolors=colour, lw=1.0,
+                   label=f"on the {len(m)}-objective front")
+        idx = np.flatnonzero(feas)
+        nd = idx[nondominated_2d(v[idx, i], v[idx, j], d[i], d[j])]
+        staircase(ax, v[nd, i], v[nd, j], d[i], d[j], color=colour, lw=1.4, label="2-D front of this pair")
+        ax.scatter(v[nd, i], v[nd, j], s=20, color=colour, zorder=4)
+        if m[i] in ref and m[j] in ref:
+            ax.scatter([ref[m[i]]], [ref[m[j]]], marker="*", s=160, color="black", zorder=5,
+                       label="reference accelerator, plain BP")
+        for axis, k in (("x", i), ("y", j)):
+            for c in spec.constraints:
+                if c.metric != m[k]:
+                    continue
+                for lim, bad_above in ((c.max, True), (c.min, False)):
+                    if lim is None:
+                        continue
+                    line = ax.axvline if axis == "x" else ax.axhline
+                    line(lim, color="#d55e00", ls="--", lw=1.0, label=f"constraint {c}")
+                    lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+                    span = (lim, max(hi, lim)) if bad_above else (min(lo, lim), lim)
+                    (ax.axvspan if axis == "x" else ax.axhspan)(*span, color="#d55e00", alpha=0.06)
+        ax.set_xlabel(label(m[i], d[i]), fontsize=9)
+        ax.set_ylabel(label(m[j], d[j]), fontsize=9)
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.set_visible(False)
+    handles, names = {}, []
+    for ax in axes.flat:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in handles:
+                handles[n] = h
+                names.append(n)
+    fig.legend([handles[n] for n in names], names, loc="lower center", ncol=min(len(names), 4), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(f"{spec.name}: {len(pts)} complete trials, {int(fr.sum())} on the {len(m)}-objective front",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def parallel_front(spec, front_pts, label, colour_by: int = 0):
+    """The full front in parallel coordinates: one line per Pareto-optimal trial over every objective and
+    every numeric searched knob, each axis scaled to its range on the front (its ends labelled)."""
+    import matplotlib.pyplot as plt
+
+    knobs = [n for n, _ in spec.space.searched()
+             if all(isinstance(p.params.get(n), (int, float)) and not isinstance(p.params.get(n), bool)
+                    for p in front_pts)]
+    cols = spec.metrics + knobs
+    x = np.array([[p.metrics[c] if c in spec.metrics else p.params[c] for c in cols] for p in front_pts],
+                 dtype=float).reshape(len(front_pts), len(cols))
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    z = (x - lo) / span
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.25 * len(cols)), 4.4))
+    import matplotlib as mpl
+
+    key = x[:, colour_by]
+    norm = mpl.colors.Normalize(key.min(), key.max() if key.max() > key.min() else key.min() + 1)
+    cmap = mpl.colormaps["viridis"]
+    for r, k in zip(z, key):
+        ax.plot(range(len(cols)), r, color=cmap(norm(k)), alpha=0.6, lw=1.0)
+    for i in range(len(cols)):
+        ax.axvline(i, color="#555", lw=0.6)
+        ax.text(i, -0.06, f"{lo[i]:.3g}", ha="center", va="top", fontsize=7)
+        ax.text(i, 1.04, f"{hi[i]:.3g}", ha="center", va="bottom", fontsize=7)
+    names = [label(c, spec.directions[spec.metrics.index(c)]) if c in spec.metrics else c for c in cols]
+    ax.set_xticks(range(len(cols)), [n.replace(" (", "\n(") for n in names], fontsize=7, rotation=0)
+    ax.tick_params(axis="x", pad=14)
+    ax.set_yticks([])
+    ax.set_ylim(-0.12, 1.12)
+    sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=ax, pad=0.01).set_label(label(spec.metrics[colour_by]), fontsize=8)
+    ax.set_title(f"{spec.name}: the {len(front_pts)} Pareto-optimal trials, every objective and numeric knob "
+                 "(each axis from its front minimum to maximum)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
+    """Stacked bars of a training job's energy by component for chosen configurations (and the reference
+    accelerator running plain BP), summed over the workload's models."""
+    import matplotlib.pyplot as plt
+    from dataclasses import replace
+
+    from accel.schedule import ENERGY_KEYS
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate_hardware
+
+    bars = []
+    cfg0 = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(scheme="bp"))
+    r0 = evaluate_hardware(cfg0, 0.0)["models"]
+    bars.append(("reference, plain BP", {k: sum(r[f"energy_j_{k}"] for r in r0) for k in ENERGY_KEYS}))
+    for name, (config, gpf) in chosen:
+        rows = evaluate_hardware(Configuration.from_dict(config), gpf)["models"]
+        bars.append((name, {k: sum(r[f"energy_j_{k}"] for r in rows) for k in ENERGY_KEYS}))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(bars) + 2.5), 4.2))
+    col = colours(list(ENERGY_KEYS))
+    bottom = np.zeros(len(bars))
+    for k in ENERGY_KEYS:
+        vals = np.array([b[1][k] for b in bars])
+        ax.bar(range(len(bars)), vals, bottom=bottom, color=col[k], label=k, width=0.65)
+        bottom += vals
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8, rotation=20, ha="right")
+    ax.set_ylabel("training-job energy [J]")
+    ax.legend(title="component", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"{spec.name}: energy by component (summed over {len(spec.base.workload.models)} model(s))",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def first_order_importance(x: dict[str, np.ndarray], y: np.ndarray) -> dict[str, float]:
+    """Per knob, the share of ``y``'s variance its value alone explains: Var(E[y | knob]) / Var(y)
+    (first-order main effect over the points given; 0 for a constant y)."""
+    tot = float(np.var(y))
+    out = {}
+    for k, col in x.items():
+        if tot <= 0:
+            out[k] = 0.0
+            continue
+        keys, inv = np.unique(col.astype(str), return_inverse=True)
+        means = np.bincount(inv, weights=y) / np.bincount(inv)
+        w = np.bincount(inv) / len(y)
+        out[k] = float(np.sum(w * (means - y.mean()) ** 2) / tot)
+    return out

@@ -1,0 +1,163 @@
+"""One self-contained HTML report of a study, to mail to a colleague.
+
+Everything is inside the one file: the figures of :func:`dse.figures.plots.make_plots` as PNG data URIs, the
+tables (status, hypervolume reference point, the front, failures), the study file itself, the versions of
+the tools and the git commit of the code that wrote it. No script, no style sheet, no font is fetched.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import platform
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["build_report", "provenance"]
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 80em;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; text-align: right; }
+th { background: #f3f3f3; } td.t, th.t { text-align: left; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
+.note { color: #555; font-size: 0.9em; }
+.scroll { overflow-x: auto; }
+"""
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def provenance() -> dict:
+    """Versions of Python and the packages that shape the results, and the git commit of this code."""
+    root = Path(__file__).resolve().parents[2]  # the checkout (dse/figures/report.py)
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("dse", "optuna", "numpy", "scipy", "moocore", "pandas", "matplotlib", "seaborn", "mnist1d"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    commit = _git(root, "rev-parse", "HEAD")
+    if commit is None:
+        out["git commit"] = "unknown (not a git checkout)"
+    else:
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+        out["git commit"] = commit + (" (with uncommitted changes)" if dirty else "")
+    return out
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _table(rows: list[dict], columns: list[str] | None = None, headers: dict | None = None) -> str:
+    if not rows:
+        rows = [{"": "(none)"}]
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+    headers = headers or {}
+    num = {c: all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
+           for c in columns}
+    head = "".join(f'<th class="{"" if num[c] else "t"}">{html.escape(headers.get(c, c))}</th>' for c in columns)
+    body = "".join("<tr>" + "".join(f'<td class="{"" if num[c] else "t"}">{html.escape(_fmt(r.get(c)))}</td>'
+                                    for c in columns) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
+    """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``."""
+    from dse.search.pareto import front
+    from dse.figures.plots import make_plots
+    from dse.search.study import hv_reference, load_points
+    from dse.results.views import front_rows, hv_source, metric_names, status_summary, unit_of
+
+    pts = load_points(study, spec)
+    f = front(pts, spec.directions)
+    sign = -1 if spec.directions[0] == "maximize" else 1
+    f.sort(key=lambda p: (sign * p.values[0], p.number))
+    status = status_summary(spec, storage, study=study)
+    parts: list[str] = []
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"dse study report: {spec.name}"
+    parts.append(f"<h1>{html.escape(title)}</h1>")
+    parts.append(f'<p class="note">Written {now} by <code>dse report</code> from '
+                 f"<code>{html.escape(str(spec.path or '(no file)'))}</code>. Accuracy figures are the training "
+                 f"surrogate's on its proxy task ({html.escape(spec.base.training.task)}), not the zoo "
+                 "model's.</p>")
+
+    parts.append("<h2>Status</h2>")
+    st = [{"item": k, "value": (", ".join(f"{a} {b}" for a, b in v.items() if b) if isinstance(v, dict) and
+                                k == "trials" else "; ".join(v) if isinstance(v, list) else v)}
+          for k, v in status.items() if k != "failures"]
+    st += [{"item": "strategy", "value": spec.strategy}, {"item": "sampler", "value": spec.sampler},
+           {"item": "seed", "value": spec.seed}, {"item": "surrogate seeds per setting", "value": spec.seeds}]
+    parts.append(_table([{k: (v if not isinstance(v, (list, dict)) else str(v)) for k, v in r.items()}
+                         for r in st]))
+
+    parts.append("<h2>Objectives and hypervolume reference point</h2>")
+    ref = hv_reference(spec)
+    rows = []
+    for o, r in zip(spec.objectives, ref):
+        rows.append({"objective": o.metric, "direction": o.direction, "unit": unit_of(o.metric),
+                     "reference point": r, "where the reference comes from": hv_source(spec, o.metric)})
+    parts.append(_table(rows))
+    parts.append(f'<p class="note">Hypervolume of the feasible front against this point: '
+                 f"{status['hypervolume']:.6g} (product of the objectives' units); constraints: "
+                 f"{html.escape('; '.join(status['constraints']) or 'none')}.</p>")
+
+    parts.append("<h2>Figures</h2>")
+    with tempfile.TemporaryDirectory(prefix="dse-report-") as tmp:
+        files = [p for p in make_plots(study, spec, Path(tmp)) if p.suffix == ".png"]
+        if not files:
+            parts.append('<p class="note">No figure: the study has no complete trial yet.</p>')
+        for p in files:
+            parts.append(f"<h3>{html.escape(p.stem)}</h3>" + _img(p, f"{spec.name} {p.stem}"))
+
+    parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
+    rows = front_rows(spec, f)
+    headers = {m: f"{m} [{unit_of(m)}]" for m in metric_names()}
+    parts.append(_table(rows, headers=headers))
+
+    parts.append("<h2>Failed and pruned trials</h2>")
+    parts.append(_table([{"reason": r, "trials": n} for r, n in
+                         sorted(status["failures"].items(), key=lambda x: -x[1])]))
+
+    parts.append("<h2>The study file</h2>")
+    text = spec.path.read_text() if spec.path is not None and Path(spec.path).is_file() else str(spec.raw)
+    parts.append(f"<pre>{html.escape(text)}</pre>")
+
+    parts.append("<h2>Versions</h2>")
+    parts.append(_table([{"component": k, "version": v} for k, v in provenance().items()]))
+
+    doc = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+           f"<style>{_CSS}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out.with_name(f".{out.name}.tmp")
+    tmp_out.write_text(doc, encoding="utf-8")
+    tmp_out.replace(out)
+    return out

@@ -1,0 +1,97 @@
+"""Compare studies: fronts on chosen objectives, hypervolume at one common reference point, dominance.
+
+For studies ``S_1 .. S_n`` and objectives ``m_1 .. m_k`` (each a metric every study recorded; the
+direction is the metric's natural one):
+
+* each study's front is the non-dominated set of its feasible complete trials (its own constraints) on
+  those objectives;
+* the common reference point takes, per objective, the least demanding of the studies' own reference
+  values (the largest for a minimised metric, the smallest for a maximised one), so that no study's points
+  are cut off by another's reference; every study's hypervolume is measured against it;
+* ``dominated_by[Y]`` of study X counts X's front points that some point of Y's front dominates (better or
+  equal in every objective, strictly better in one); ``in_union_front`` counts X's points on the front of
+  all the studies' points together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.errors import UsageError
+from dse.search.pareto import Point, front, hypervolume
+
+__all__ = ["StudyFront", "compare", "dominated_count"]
+
+
+@dataclass
+class StudyFront:
+    name: str
+    points: list[Point]  # the front on the compared objectives
+    values: np.ndarray  # (n, k) objective values of the front
+    complete: int
+    feasible: int
+
+
+def _minimise(values: np.ndarray, directions: list[str]) -> np.ndarray:
+    return np.where(np.array(directions) == "maximize", -values, values)
+
+
+def dominated_count(a: np.ndarray, b: np.ndarray, directions: list[str]) -> int:
+    """How many rows of ``a`` some row of ``b`` dominates."""
+    if not len(a) or not len(b):
+        return 0
+    x, y = _minimise(a, directions), _minimise(b, directions)
+    le = (y[None, :, :] <= x[:, None, :]).all(axis=2)
+    lt = (y[None, :, :] < x[:, None, :]).any(axis=2)
+    return int((le & lt).any(axis=1).sum())
+
+
+def compare(studies: list[tuple[str, object, list[Point], list[float] | None]], objectives: list[str],
+            directions: list[str]) -> dict:
+    """``studies``: (name, spec, points, its reference values for ``objectives`` or None) per study.
+
+    Returns ``{"objectives", "directions", "reference", "studies": [row per study], "fronts": {name:
+    StudyFront}}``; each row has the study, its complete / feasible trial counts, front size, hypervolume
+    at the common reference, in_union_front, and ``dominated_by_<other>`` counts.
+    """
+    names = [s[0] for s in studies]
+    if len(set(names)) != len(names):
+        raise UsageError(f"compare: two studies share a name ({', '.join(names)}); give each its own "
+                         "[study] name")
+    fronts: dict[str, StudyFront] = {}
+    refs = []
+    for name, spec, pts, ref in studies:
+        sel = []
+        for p in pts:
+            missing = [m for m in objectives if m not in p.metrics]
+            if missing:
+                raise UsageError(f"--objectives: study {name} did not record {missing[0]}; choose metrics "
+                                 "every study has")
+            sel.append(Point(p.number, tuple(float(p.metrics[m]) for m in objectives), p.metrics, p.params,
+                             p.feasible, p.config))
+        f = front(sel, directions)
+        fronts[name] = StudyFront(name, f, np.array([p.values for p in f], dtype=float).reshape(-1, len(objectives)),
+                                  len(pts), sum(p.feasible for p in pts))
+        if ref is not None:
+            refs.append(ref)
+    if not refs:
+        raise UsageError("compare: no hypervolume reference point could be formed")
+    r = np.array(refs, dtype=float)
+    reference = [float(r[:, i].min() if d == "maximize" else r[:, i].max()) for i, d in enumerate(directions)]
+    union_pts = [Point(i, tuple(v), {}, {}, True, {}) for i, v in
+                 enumerate(np.concatenate([f.values for f in fronts.values()]))]
+    owner = np.concatenate([[n] * len(f.values) for n, f in fronts.items()]) if union_pts else np.array([])
+    union = {p.number for p in front(union_pts, directions)}
+    rows = []
+    for name, f in fronts.items():
+        row = {"study": name, "complete": f.complete, "feasible": f.feasible, "front": len(f.values),
+               "hypervolume": hypervolume(f.points, directions, reference),
+               "in_union_front": int(sum(1 for i in union if owner[i] == name))}
+        for other, g in fronts.items():
+            if other != name:
+                row[f"dominated_by_{other}"] = dominated_count(f.values, g.values, directions)
+        rows.append(row)
+    return {"objectives": objectives, "directions": directions, "reference": reference, "studies": rows,
+            "fronts": fronts}

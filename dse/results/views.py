@@ -1,0 +1,283 @@
+"""Views of a study for a researcher. One design point in depth: a trial's configuration, every metric, per model, per layer and phase.
+
+:func:`trial_detail` gathers what ``dse show`` prints; :func:`layer_table` costs a configuration's training
+step op by op (the view SCALE-Sim, Timeloop and ZigZag users are used to). Each op is costed alone with the
+same GEMM and vector models the schedule uses (:func:`accel.gemm.gemm_cost`, :func:`accel.vector.vector_cost`,
+without leakage); the step's total in :mod:`accel.schedule` also accounts for what no single op sees --
+activation-stash stalls and DRAM traffic, overlap, the predictor, leakage over the step's wall time -- so the
+per-op times need not add up to the step's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from accel import gemm_cost
+from accel.schedule import ENERGY_KEYS
+from accel.vector import vector_cost
+from dse.errors import UsageError
+from dse.config.configuration import Configuration
+from dse.evaluation.workloads import model_key, technology, training_ops
+from dse.evaluation.evaluator import evaluate_hardware
+
+__all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
+
+_GEMM = ("fwd", "igrad", "wgrad")
+
+
+def unit_of(metric: str) -> str:
+    """A metric's unit (empty for a name that is not a metric)."""
+    from dse.evaluation import metrics as registry
+
+    return registry.REGISTRY[metric].unit if metric in registry.REGISTRY else ""
+
+
+def natural_direction(metric: str) -> str:
+    from dse.evaluation import metrics as registry
+
+    try:
+        return registry.get(metric).direction
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+
+
+def metric_names() -> list[str]:
+    """Every metric a study records, in table order."""
+    from dse.evaluation import metrics as registry
+
+    return registry.names()
+
+
+def hv_source(spec, metric: str) -> str:
+    """Where a study's hypervolume reference value for ``metric`` comes from."""
+    from dse.evaluation import metrics as registry
+
+    if metric in spec.hv_reference:
+        return "the study file's [hypervolume]"
+    m = registry.get(metric)
+    if m.hv_reference is not None:
+        return "the metric's default"
+    factor = {2.0: "twice"}.get(m.hv_baseline_factor, f"{m.hv_baseline_factor:g} x")
+    return f"{factor} the reference accelerator's plain-BP figure"
+
+
+def label_of(metric: str, direction: str | None = None) -> str:
+    """``metric [unit]`` and, with a direction, which way is better."""
+    from dse.evaluation import metrics as registry
+
+    if metric in registry.REGISTRY:
+        return registry.get(metric).label(direction)
+    arrow = {"maximize": " (higher is better)", "minimize": " (lower is better)"}.get(direction or "", "")
+    return f"{metric} []{arrow}"
+
+
+def layer_table(cfg: Configuration, model: str) -> list[dict]:
+    """Per op of one plain back-propagation step of ``model`` on ``cfg.hardware``: shape, cycles, stalls,
+    utilization, time, DRAM bytes and energy by component (pJ)."""
+    if model not in cfg.workload.models:
+        raise UsageError(f"--model: {model!r} is not in this configuration's workload "
+                         f"({', '.join(cfg.workload.models)})")
+    hw = cfg.hardware
+    tech = technology(cfg.technology)
+    ops = training_ops(model_key(cfg.workload, model), cfg.workload.batch, cfg.workload.optimizer, hw.word_bytes)
+    recs = ops.to_records()
+    g = np.isin(ops.phase, _GEMM)
+    rows: list[dict] = []
+    gc = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, include_leakage=False) \
+        if g.any() else None
+    vc = vector_cost(ops.vec_elems[~g], hw=hw, tech=tech, include_leakage=False) if (~g).any() else None
+    gi = vi = 0
+    clock = hw.clock_ghz * 1e9
+    for i, r in enumerate(recs):
+        row = {k: r[k] for k in ("layer", "name", "kind", "phase", "M", "K", "N", "repeat", "macs", "vec_elems")}
+        if g[i]:
+            c, j = gc, gi
+            gi += 1
+            row["utilization"] = float(c.utilization[j])
+            dram = float(c.dram_read_bytes[j] + c.dram_write_bytes[j])
+        else:
+            c, j = vc, vi
+            vi += 1
+            row["utilization"] = None  # a vector op does not use the array
+            dram = float(c.dram_bytes[j])
+        row.update({
+            "cycles": float(c.total_cycles[j]),
+            "compute_cycles": float(c.compute_cycles[j]),
+            "stall_cycles": float(c.stall_cycles[j]),
+            "time_us": float(c.total_cycles[j]) / clock * 1e6,
+            "dram_bytes": dram,
+        })
+        for k in ENERGY_KEYS:
+            if k != "leakage":
+                row[f"energy_pj_{k}"] = float(c.energy_pj[k][j]) if k in c.energy_pj else 0.0
+        rows.append(row)
+    return rows
+
+
+def find_trial(study, number: int):
+    """The stored trial ``number`` (UsageError naming the range when there is none)."""
+    trials = study.get_trials(deepcopy=False)
+    by = {t.number: t for t in trials}
+    if number not in by:
+        hi = max(by) if by else -1
+        raise UsageError(f"TRIAL: the study has no trial {number} (trials 0-{hi})" if by
+                         else "TRIAL: the study has no trials yet; run it (dse run)")
+    return by[number]
+
+
+def trial_detail(study, spec, number: int, *, model: str | None = None, layers: bool = False) -> dict:
+    """Everything stored and derivable about one trial: state, knobs (requested), metrics, the per-model
+    breakdown recomputed from its configuration, and, with ``layers``, :func:`layer_table` per model."""
+    t = find_trial(study, number)
+    state = t.state.name.lower()
+    out: dict = {"trial": number, "state": state, "params": dict(t.params)}
+    if state != "complete" or "config" not in t.user_attrs:
+        out["reason"] = t.user_attrs.get("fail_reason", "no reason recorded")
+        return out
+    cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {number} config")
+    metrics = dict(t.user_attrs.get("metrics", {}))
+    out["metrics"] = metrics
+    out["constraints"] = {k: float(v) for k, v in t.constraints.items()} if hasattr(t, "constraints") else {}
+    out["feasible"] = all(v <= 0 for v in out["constraints"].values())
+    out["surrogate"] = dict(t.user_attrs.get("surrogate", {}))
+    out["config"] = cfg.to_dict()
+    models = list(cfg.workload.models)
+    if model is not None:
+        if model not in models:
+            raise UsageError(f"--model: {model!r} is not in trial {number}'s workload ({', '.join(models)})")
+        models = [model]
+    hwres = evaluate_hardware(replace(cfg, workload=replace(cfg.workload, models=tuple(models))),
+                              float(metrics.get("gp_fraction", 0.0)))
+    out["models"] = hwres["models"]
+    if layers:
+        out["layers"] = {m: layer_table(cfg, m) for m in models}
+    return out
+
+
+def metric_order(spec) -> list[str]:
+    """The study's objectives first, then every other metric."""
+    first = spec.metrics
+    return first + [m for m in metric_names() if m not in first]
+
+
+def front_rows(spec, pts) -> list[dict]:
+    """One row per point: trial number, every metric (objectives first), every searched knob."""
+    rows = []
+    for p in pts:
+        r = {"trial": p.number}
+        r.update({m: p.metrics.get(m) for m in metric_order(spec)})
+        r.update(dict(p.params))
+        rows.append(r)
+    return rows
+
+
+def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
+    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons
+    (``study``: the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
+    from optuna.trial import TrialState
+
+    from dse.search.pareto import front, hypervolume
+    from dse.search.study import hv_reference, load_points, mask_url, open_study, storage_url
+
+    if study is None:
+        study = open_study(spec, storage, create=False)
+    states = {s.name.lower(): 0 for s in TrialState}
+    for t in study.get_trials(deepcopy=False):
+        states[t.state.name.lower()] += 1
+    pts = load_points(study, spec)
+    reasons: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
+        r = t.user_attrs.get("fail_reason", "no reason recorded")
+        reasons[r] = reasons.get(r, 0) + 1
+    return {
+        "study": spec.name,
+        "strategy": spec.strategy,
+        "storage": mask_url(url or storage_url(spec, storage)),
+        "budget": spec.trials,
+        "trials": states,
+        "feasible": sum(p.feasible for p in pts),
+        "front": len(front(pts, spec.directions)),
+        "hypervolume": hypervolume(pts, spec.directions, hv_reference(spec)),
+        "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
+        "constraints": [str(c) for c in spec.constraints],
+        "failures": reasons,
+    }
+
+
+#: surrogate figures with a seed spread stored beside them (``<name>_std``, sample std over the seeds)
+SPREAD = ("accuracy", "accuracy_drop", "predictor_gain")
+
+
+def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | None = None,
+                limit: int | None = None, where: list[str] = ()) -> list[dict]:
+    """The feasible front as rows (machine names: metrics plain, knobs ``section.field``), filtered by
+    ``where`` ('NAME OP NUMBER' on a metric or numeric knob), sorted best first by ``sort`` (a metric, its
+    natural direction; default the first objective), cut to ``limit`` rows, restricted to ``columns``.
+
+    With more than one surrogate seed per setting, ``<metric>_std`` columns (sample std over the seeds)
+    follow the accuracy figures.
+    """
+    from dse.search.pareto import COMPARISONS, front, parse_where
+    from dse.search.study import load_points
+
+    pts = front(load_points(study, spec), spec.directions)
+    rows = front_rows(spec, pts)
+    if spec.seeds > 1:
+        surrogate = {t.number: t.user_attrs.get("surrogate", {}) for t in study.get_trials(deepcopy=False)}
+        for r in rows:
+            s = surrogate.get(r["trial"], {})
+            out = {}
+            for k, v in r.items():
+                out[k] = v
+                if k in SPREAD and f"{k}_std" in s:
+                    out[f"{k}_std"] = s[f"{k}_std"]
+            r.clear()
+            r.update(out)
+    names = list(dict.fromkeys(k for r in rows for k in r)) or ["trial", *metric_order(spec)]
+    numeric = {k for k in names if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
+                                       for r in rows)}
+    conds = [parse_where(w, dict.fromkeys(sorted(numeric | set(metric_order(spec))))) for w in where]
+    rows = [r for r in rows if all(r.get(m) is not None and COMPARISONS[op](r[m], v) for m, op, v in conds)]
+    key = sort or spec.metrics[0]
+    if key not in metric_order(spec):
+        raise UsageError(f"--sort: {key!r} is not a metric; allowed: {', '.join(metric_order(spec))}")
+    sign = -1 if natural_direction(key) == "maximize" else 1
+    rows.sort(key=lambda r: (r.get(key) is None, sign * (r.get(key) or 0.0), r["trial"]))
+    if limit is not None:
+        rows = rows[:limit]
+    if columns:
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise UsageError(f"--columns: unknown column {unknown[0]!r}; allowed: {', '.join(names)}")
+        cols = ["trial"] + [c for c in columns if c != "trial"]
+        rows = [{c: r.get(c) for c in cols} for r in rows]
+    return rows
+
+
+def table_headers(spec, columns: list[str]) -> dict[str, str]:
+    """Headers for a printed front: metrics with their unit; the surrogate's measured GP fraction and the
+    requested (sampled) one named apart; a seed spread as ``±``."""
+    out = {}
+    for c in columns:
+        if c.endswith("_std") and c[:-4] in SPREAD:
+            out[c] = f"±{c[:-4]}"
+        elif c == "gp_fraction":
+            out[c] = "gp_fraction(measured) [0-1]"
+        elif c == "training.gp_fraction":
+            out[c] = "training.gp_fraction(requested)"
+        elif unit_of(c):
+            out[c] = f"{c} [{unit_of(c)}]"
+        else:
+            out[c] = c
+    return out
+
+
+def proxy_note(spec) -> str:
+    """One line saying whose accuracy the accuracy figures are, and over how many seeds."""
+    t = spec.base.training
+    spread = (f"mean of {spec.seeds} seeds, ± the sample std over them" if spec.seeds > 1 else
+              "one seed: no spread shown (seeds > 1 in [study] gives one)")
+    return (f"accuracy figures: the training surrogate's on its proxy task {t.task} ({t.network}), not the "
+            f"workload's models; {spread}. knobs (section.field) are the values the search requested.")

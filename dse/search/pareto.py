@@ -1,0 +1,121 @@
+"""Pareto fronts, hypervolume and selection of configurations from a study's trials.
+
+Non-dominated sorting and hypervolume come from moocore (a well-kept C library with Python bindings). A
+trial is *feasible* when every constraint value it recorded is <= 0 (Optuna's convention); only complete,
+feasible trials enter a front, a hypervolume, or an export.
+
+Hypervolume reference point: per objective, ``[hypervolume]`` in the study file, else the metric's
+default in :mod:`dse.evaluation.metrics` (for ``energy_j``, ``area_mm2``, ``power_w`` and ``peak_act_bytes`` twice the
+reference accelerator's plain-BP figure). Points that do not strictly improve on it in every objective add
+nothing to the hypervolume.
+
+Knee: on the front, each objective is scaled to [0, 1] (0 = best value on the front); the knee is the
+configuration closest (Euclidean) to the ideal point 0 -- the most balanced compromise.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+
+import moocore
+import numpy as np
+
+from dse.errors import UsageError
+
+__all__ = ["Point", "feasible_points", "front", "hypervolume", "knee", "best", "parse_where", "COMPARISONS"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """A complete trial as plain data: its number, objective values, every metric, knobs, feasibility."""
+
+    number: int
+    values: tuple[float, ...]
+    metrics: dict
+    params: dict
+    feasible: bool
+    config: dict
+
+
+def feasible_points(points: list[Point]) -> list[Point]:
+    return [p for p in points if p.feasible]
+
+
+def _matrix(points: list[Point]) -> np.ndarray:
+    return np.array([p.values for p in points], dtype=np.float64).reshape(len(points), -1)
+
+
+def front(points: list[Point], directions: list[str]) -> list[Point]:
+    """The feasible non-dominated points (duplicates of one objective vector kept once, lowest number)."""
+    pts = sorted(feasible_points(points), key=lambda p: p.number)
+    if not pts:
+        return []
+    mask = moocore.is_nondominated(_matrix(pts), maximise=[d == "maximize" for d in directions])
+    seen, out = set(), []
+    for p, keep in zip(pts, mask):
+        if keep and p.values not in seen:
+            seen.add(p.values)
+            out.append(p)
+    return out
+
+
+def hypervolume(points: list[Point], directions: list[str], reference: list[float]) -> float:
+    """Hypervolume of the feasible points against ``reference`` (0.0 when none improves on it)."""
+    pts = feasible_points(points)
+    if not pts:
+        return 0.0
+    x = _matrix(pts)
+    maxi = np.array([d == "maximize" for d in directions])
+    ref = np.asarray(reference, dtype=np.float64)
+    better = np.where(maxi, x > ref, x < ref).all(axis=1)
+    if not better.any():
+        return 0.0
+    return float(moocore.hypervolume(x[better], ref=ref, maximise=maxi.tolist()))
+
+
+def knee(points: list[Point], directions: list[str]) -> Point:
+    f = front(points, directions)
+    if not f:
+        raise UsageError("export: the study has no feasible complete trial yet; run it (dse run) or relax "
+                         "its constraints")
+    x = _matrix(f)
+    x = np.where(np.array(directions) == "maximize", -x, x)  # minimisation form
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    d = np.linalg.norm((x - lo) / span, axis=1)
+    return f[int(np.argmin(d))]
+
+
+#: the comparison operators a --where condition may use
+COMPARISONS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt, "==": operator.eq}
+_WHERE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|<|>)\s*([-+0-9.eE]+)\s*$")
+
+
+def parse_where(text: str, metrics: dict) -> tuple[str, str, float]:
+    m = _WHERE.match(text)
+    if not m:
+        raise UsageError(f"--where: {text!r} is not 'METRIC OP NUMBER' (OP one of <=, >=, <, >, ==), "
+                         "for example 'accuracy_drop<=1'")
+    name, op, num = m.group(1), m.group(2), m.group(3)
+    if name not in metrics:
+        raise UsageError(f"--where: unknown metric {name!r}; allowed: {', '.join(metrics)}")
+    try:
+        return name, op, float(num)
+    except ValueError:
+        raise UsageError(f"--where: {num!r} is not a number") from None
+
+
+def best(points: list[Point], metric: str, direction: str, where: list[tuple[str, str, float]] = ()
+         ) -> Point:
+    """The feasible point with the best ``metric`` among those meeting every ``where`` condition."""
+    pts = [p for p in feasible_points(points) if metric in p.metrics
+           and all(m in p.metrics and COMPARISONS[op](p.metrics[m], v) for m, op, v in where)]
+    if not pts:
+        cond = " and ".join(f"{m}{op}{v:g}" for m, op, v in where)
+        raise UsageError(f"export: no feasible trial has {metric}" + (f" with {cond}" if cond else "")
+                         + "; run more trials or relax the condition")
+    key = (lambda p: (-p.metrics[metric], p.number)) if direction == "maximize" else \
+        (lambda p: (p.metrics[metric], p.number))
+    return min(pts, key=key)

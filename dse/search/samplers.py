@@ -1,0 +1,63 @@
+"""Optuna samplers by name, one registry: the study file's ``sampler`` choices and ``dse run --sampler`` read
+it. Each entry builds a sampler for a study spec and a seed. The Python API also takes any Optuna
+``BaseSampler`` instance instead of a name (``dse.run(spec, sampler=optuna.samplers.GPSampler())``).
+
+**Adding a sampler**: one function here and one line in :data:`SAMPLERS`. Optuna is imported when a sampler
+is built, not with this module, so that a study file is validated without importing it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["SAMPLERS", "make_sampler"]
+
+
+def _nsga2(spec, seed: int):
+    import optuna
+
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=spec.population or 20)
+
+
+def _nsga3(spec, seed: int):
+    import optuna
+
+    return optuna.samplers.NSGAIIISampler(seed=seed, population_size=spec.population or 20)
+
+
+def _tpe(spec, seed: int):
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+
+
+def _random(spec, seed: int):
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _qmc(spec, seed: int):
+    import optuna
+
+    return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
+
+
+def _grid(spec, seed: int):
+    import optuna
+
+    return optuna.samplers.GridSampler(spec.space.grid(), seed=seed)
+
+
+#: name -> factory(spec, seed) -> an Optuna sampler
+SAMPLERS: dict[str, Callable[[Any, int], Any]] = {
+    "nsga2": _nsga2, "nsga3": _nsga3, "tpe": _tpe, "random": _random, "qmc": _qmc, "grid": _grid,
+}
+
+
+def make_sampler(spec, seed: int, sampler: Any = None):
+    """The sampler for ``spec``: ``sampler`` when it is an Optuna sampler instance (injected through the Python
+    API), else the registry's entry for ``spec.sampler``, seeded with ``seed``."""
+    if sampler is not None and not isinstance(sampler, str):
+        return sampler
+    return SAMPLERS[sampler or spec.sampler](spec, seed)

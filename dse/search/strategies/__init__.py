@@ -1,0 +1,28 @@
+"""Search strategies, one module each, in one registry.
+
+* :mod:`.joint`: Optuna samples every knob; one trial per step;
+* :mod:`.hybrid`: Optuna samples the training knobs, the vectorized hardware model searches the hardware; one
+  trained setting and its sub-front per step.
+
+**Adding a strategy**: subclass :class:`~dse.search.strategies.base.Strategy` in a new module here (declare
+its ``name``, its ``[study]`` ``options`` and, if it needs them, ``validate``, ``helper_studies``,
+``importance_points``), add it to :data:`STRATEGIES` below, and write its tests. The study file's
+``strategy`` choices, its options, ``dse run --strategy``, the workers and the plots read this table. A
+strategy module imports Optuna inside its methods, so that a study file is validated without importing it.
+"""
+
+from __future__ import annotations
+
+from dse.search.strategies.base import Option, Strategy
+from dse.search.strategies.hybrid import Hybrid
+from dse.search.strategies.joint import Joint
+
+__all__ = ["STRATEGIES", "Strategy", "Option", "strategy_class"]
+
+#: name -> strategy class
+STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (Joint, Hybrid)}
+
+
+def strategy_class(name: str) -> type[Strategy]:
+    """The class registered under ``name`` in :data:`STRATEGIES` (KeyError if none is)."""
+    return STRATEGIES[name]

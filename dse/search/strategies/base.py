@@ -1,0 +1,81 @@
+"""The strategy interface: one base class, as Optuna has one per sampler or storage.
+
+A strategy decides *what to try next* and enters the results in the study; everything else -- the budget,
+signals, retries of dead workers' trials, heartbeats, timeouts, progress -- is the shared runner's
+(:func:`dse.search.runner.run_study`). What a strategy declares, so that generic code needs no knowledge of
+it:
+
+* ``name``: the value of ``[study] strategy``;
+* ``options``: the ``[study]`` options it adds (:class:`Option`: name, type, default, bounds, help); the study
+  file reads them into ``StudySpec.options`` and ``spec.<option>`` reads them back;
+* ``validate(spec)``: refuse a study it cannot run (a ``UsageError`` naming the field);
+* ``helper_studies(name)``: the names of the other Optuna studies it keeps beside the main one;
+* ``importance_points(spec, study)``: the points parameter importance is computed over (None: the study's
+  trials, with Optuna's fANOVA);
+* ``stop_reason``: what the run summary says when :meth:`Strategy.step` returned False.
+
+At run time ``__init__(spec, runner)`` (the runner: the open main study, its budget, the storage URL),
+``step()`` (one unit of work; False when nothing is left to propose), ``figures()`` (extra figures for the
+run's result) and ``close(interrupted)``. ``step`` must enter at most ``runner.remaining()`` trials and, for an
+exact budget under several workers, check each new trial with ``runner.admit``.
+
+This module is a leaf: strategies import it, and it imports nothing of Optuna.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Option", "Strategy"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A ``[study]`` option a strategy adds: its name, type (int, float, str), default and bounds."""
+
+    name: str
+    type: type
+    default: Any
+    low: float | None = None
+    high: float | None = None
+    help: str = ""
+
+
+class Strategy:
+    """Base class of search strategies (see the module's docstring)."""
+
+    name: str = ""
+    options: tuple[Option, ...] = ()
+    #: what the run summary prints when the strategy ran out of proposals before the budget
+    stop_reason: str = "the strategy has nothing left to propose"
+
+    @classmethod
+    def validate(cls, spec) -> None:
+        """Raise ``UsageError`` (naming the field) when ``spec`` cannot run with this strategy."""
+
+    @classmethod
+    def helper_studies(cls, study_name: str) -> list[str]:
+        """Names of the Optuna studies this strategy keeps beside the main study ``study_name``."""
+        return []
+
+    @classmethod
+    def importance_points(cls, spec, study):
+        """``(knob columns, metric columns, settings, points)`` to compute parameter importance over, or None
+        for the study's own trials (fANOVA)."""
+        return None
+
+    def __init__(self, spec, runner) -> None:
+        self.spec, self.runner = spec, runner
+        #: the run's :class:`dse.search.runguard.Guard` (set by the runner): work a signal may cut short runs
+        #: inside ``self.guard.raising()``
+        self.guard = None
+
+    def step(self) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def figures(self) -> dict[str, Any]:
+        return {}
+
+    def close(self, interrupted: bool) -> None:
+        pass

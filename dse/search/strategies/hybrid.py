@@ -1,0 +1,377 @@
+"""The hybrid co-search: Optuna samples training knobs; the cheap hardware model searches hardware.
+
+A joint sampler spends a training-surrogate run (seconds) on every trial to learn about hardware it could
+have enumerated for microseconds. The hybrid strategy (:class:`Hybrid`, a :class:`dse.search.runner.Strategy`)
+splits the two; one step is one training setting:
+
+1. an *outer* Optuna study, stored beside the main one as ``<name>.training`` (same storage, sampler and
+   directions; its metric names say "best <metric> over the setting's hardware sub-front"), samples only
+   the training knobs; the outer trial is the setting's *claim*: a setting already trained is not trained
+   again (its earlier result is told to the sampler), and one being trained by another worker is left to it;
+2. the surrogate runs once for them (cached);
+3. the hardware space is searched by the vectorized model (:func:`dse.evaluation.evaluator.hardware_metrics`):
+   exhaustively when its grid has at most ``inner_points`` points, otherwise on ``inner_points`` random
+   points (seeded); impossible hardware is skipped;
+4. the feasible hardware sub-front (non-dominated in the study's objectives, the training metrics held
+   fixed) is thinned to at most ``front_size`` points (evenly along the first hardware objective) and
+   enters the main study in one batch, as ordinary complete trials recorded exactly as the joint objective
+   records them (the same :func:`dse.search.study.trial_record` of the same evaluation ``dse evaluate`` runs), so
+   ``pareto``, ``plot`` and ``export`` work unchanged and an export reproduces to the last digit;
+5. the outer trial is told, per objective, the best value the sub-front reached.
+
+The budget counts main-study trials, as for a joint search, and is met exactly by several workers
+(``dse run --workers N``, ``dse worker`` on many machines): each batch is admitted trial by trial by
+:meth:`dse.search.runner.Runner.admit`. The outer trial runs inside Optuna's ``optimize``, so on PostgreSQL a
+dead worker's setting stops beating and is retried by another worker (on one machine: by process id).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import replace
+from typing import Any
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from accel import Hardware, HardwareArray
+from dse.config.space import Bundle, Choice, Range
+from dse.errors import UsageError
+from dse.evaluation import metrics as registry
+from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
+from dse.search.runguard import derive_seed, owner
+from dse.search.samplers import make_sampler
+from dse.search.strategies.base import Option, Strategy
+from models.surrogate import SurrogateConfig
+
+if TYPE_CHECKING:
+    import optuna
+
+    from dse.search.runner import Runner
+    from dse.search.studyfile import StudySpec
+
+__all__ = ["Hybrid", "hardware_candidates", "TRAINING_SUFFIX", "MAX_REPEATS"]
+
+#: the outer study's name is the main study's plus this
+TRAINING_SUFFIX = ".training"
+
+#: training settings in a row that bring nothing new before the run ends (the space is exhausted)
+MAX_REPEATS = 50
+
+
+
+def _knob_values(knob) -> list | None:
+    """All values of a finite knob (None when it is continuous)."""
+    if isinstance(knob, (Choice, Bundle)):
+        return knob.values()
+    if isinstance(knob, Range):
+        try:
+            return knob.values()
+        except Exception:  # noqa: BLE001 - continuous
+            return None
+    return None
+
+
+def _whole_grid(spec: StudySpec, max_points: int) -> bool:
+    """Whether the hardware search is the whole grid (finite, at most ``max_points`` points), the same for
+    every training setting."""
+    grids = [_knob_values(k) for n, k in spec.space.searched() if n.startswith("hardware.")]
+    return all(g is not None for g in grids) and math.prod(len(g) for g in grids) <= max_points
+
+
+def hardware_candidates(spec: StudySpec, *, max_points: int, seed: int) -> list[dict[str, Any]]:
+    """Hardware knob assignments (parameter name -> value) to search: the whole grid if it is finite and
+    has at most ``max_points`` points, else ``max_points`` random points."""
+    knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("hardware.")]
+    rng = np.random.default_rng(seed)
+    grids = [_knob_values(k) for _, k in knobs]
+    if _whole_grid(spec, max_points):
+        return [dict(zip([n for n, _ in knobs], combo)) for combo in itertools.product(*grids)]
+    out = []
+    for _ in range(max_points):
+        p = {}
+        for (n, k), g in zip(knobs, grids):
+            if g is not None:
+                p[n] = g[rng.integers(len(g))]
+            elif k.log:
+                v = math.exp(rng.uniform(math.log(k.low), math.log(k.high)))
+                p[n] = int(round(v)) if k.integer else v
+            else:
+                v = rng.uniform(k.low, k.high)
+                p[n] = int(round(v)) if k.integer else v
+        out.append(p)
+    return out
+
+
+def _hardware(spec: StudySpec, params: dict) -> Hardware | None:
+    """The candidate accelerator for hardware knob values ``params`` (None if it is impossible)."""
+    hw = {**spec.base.hardware.to_dict(), **spec.space.split(params, section="hardware").get("hardware", {})}
+    try:
+        return Hardware.from_dict(hw)
+    except (ValueError, TypeError):
+        return None
+
+
+def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
+    if len(idx) <= k:
+        return idx
+    order = idx[np.argsort(key[idx], kind="stable")]
+    picks = np.unique(np.round(np.linspace(0, len(order) - 1, k)).astype(int))
+    return order[picks]
+
+
+def costed_points(spec, study, *, max_settings: int = 24, seed: int = 0):
+    """The hardware points a hybrid study costed, rebuilt: for up to ``max_settings`` of its trained
+    settings, every hardware candidate (the grid, or ``inner_points`` samples) costed with the vectorized
+    model. Returns (knob columns, metric columns, number of settings, number of points)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and t.values]
+    settings: dict[tuple, object] = {}
+    for t in trials:
+        tp = tuple(sorted((k, v) for k, v in t.params.items() if not k.startswith("hardware.")))
+        settings.setdefault(tp, t)
+    picked = list(settings.items())
+    if len(picked) > max_settings:
+        rng = np.random.default_rng(seed)
+        picked = [picked[i] for i in sorted(rng.choice(len(picked), max_settings, replace=False))]
+    cands = hardware_candidates(spec, max_points=spec.inner_points, seed=seed)
+    xs: dict[str, list] = {}
+    ys: dict[str, list] = {m: [] for m in spec.metrics}
+    n = 0
+    hws, keep = [], []
+    for c in cands:  # the hardware does not depend on the training knobs: built once
+        try:
+            hws.append(spec.configuration({**dict(picked[0][0]), **c}).hardware if picked else None)
+            keep.append(c)
+        except (ValueError, TypeError):
+            continue
+    for tp, t in picked if hws else []:
+        metrics = t.user_attrs.get("metrics", {})
+        cfg = spec.configuration({**dict(tp), **keep[0]})
+        hm = hardware_metrics(cfg, HardwareArray.from_list(hws), float(metrics.get("gp_fraction", 0.0)))
+        for m in spec.metrics:
+            ys[m].append(hm[m] if m in hm else np.full(len(hws), float(metrics.get(m, np.nan))))
+        for k, v in dict(tp).items():
+            xs.setdefault(k, []).append(np.array([v] * len(hws), dtype=object))
+        for k in keep[0]:
+            xs.setdefault(k, []).append(np.array([c[k] for c in keep], dtype=object))
+        n += len(hws)
+    X = {k: np.concatenate(v) for k, v in xs.items()}
+    Y = {m: np.concatenate(v).astype(float) for m, v in ys.items() if v}
+    return X, Y, len(picked), n
+
+
+class Hybrid(Strategy):
+    """The hybrid strategy (see the module's docstring)."""
+
+    name = "hybrid"
+    options = (
+        Option("inner_points", int, 4096, low=1, high=1_000_000,
+               help="hardware points costed per training setting when the hardware grid is larger"),
+        Option("front_size", int, 8, low=1, high=1000,
+               help="at most this many sub-front points of each setting enter the study as trials"),
+    )
+    stop_reason = (f"the hybrid search stopped early: {MAX_REPEATS} training settings in a row brought no "
+                   "hardware point that is not in the study already (the space is exhausted for this budget)")
+
+    @classmethod
+    def validate(cls, spec) -> None:
+        if spec.base.parallel is not None:
+            raise UsageError("study.strategy: the hybrid strategy costs hardware points on one accelerator; a "
+                             "study with a [parallel] table needs strategy = \"joint\"")
+
+    @classmethod
+    def helper_studies(cls, study_name: str) -> list[str]:
+        return [f"{study_name}{TRAINING_SUFFIX}"]
+
+    @classmethod
+    def importance_points(cls, spec, study):
+        """The hardware points the hybrid costed, rebuilt (:func:`costed_points`): the stored trials are each
+        setting's feasible sub-front only (a knob whose best value costs nothing, such as DRAM bandwidth, sits
+        at that value in every one of them)."""
+        return costed_points(spec, study)
+
+    def __init__(self, spec: StudySpec, runner: Runner) -> None:
+        import optuna
+
+        from dse.search.study import distribution, open_storage
+
+        super().__init__(spec, runner)
+        self.train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+        store = open_storage(runner.url, heartbeat=runner.heartbeat)
+        name = f"{spec.name}{TRAINING_SUFFIX}"
+        outer = optuna.create_study(storage=store, study_name=name, directions=spec.directions,
+                                    load_if_exists=True)
+        if outer.metric_names is None:
+            with warnings.catch_warnings():  # experimental since Optuna 3.2, stable in use
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                outer.set_metric_names([f"best {m}" for m in spec.metrics])
+            outer.set_user_attr("description", f"internal to the dse study {spec.name!r} (hybrid strategy): one "
+                                "trial per training setting trained by the surrogate; its values are the best "
+                                "each objective reached over the setting's hardware sub-front, whose points "
+                                f"are trials of {spec.name!r}")
+        self.grid = None
+        if spec.sampler == "grid":
+            # the grid of training settings in a seeded order; each is proposed once, then the run ends
+            self.grid = [dict(zip([n for n, _ in self.train_knobs], combo))
+                         for combo in itertools.product(*[k.values() for _, k in self.train_knobs])]
+            np.random.default_rng(spec.seed).shuffle(self.grid)
+            sampler = optuna.samplers.RandomSampler(seed=spec.seed)
+        else:
+            # seeded by worker and history, so that a resumed run does not replay the first run's samples
+            sampler = make_sampler(spec, derive_seed(spec.seed, 1000 * runner.worker, len(outer.trials)),
+                                   runner.sampler)
+        self.outer = optuna.load_study(storage=store, study_name=name, sampler=sampler)
+        self.maxi = np.array([d == "maximize" for d in spec.directions])
+        self.hw_metrics = [m for m in spec.metrics if m in registry.per_hardware()]
+        self.dists = {n: distribution(k) for n, k in spec.space.searched()}
+        self.repeats = 0  # consecutive training settings that brought nothing new
+        self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
+        self.entered = 0
+
+    # -- one step: one training setting ------------------------------------------------------------------
+    def step(self) -> bool:
+        from optuna.trial import TrialState
+
+        from dse.search.study import recover_dead_workers
+
+        recover_dead_workers(self.outer)
+        if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            taken = {_key(t.params) for t in self.outer.get_trials(deepcopy=False)
+                     if t.state != TrialState.FAIL or t.user_attrs.get("fail_reason")}
+            todo = [g for g in self.grid if _key(g) not in taken]
+            if not todo:
+                return False  # every training setting of the grid has been searched
+            self.outer.enqueue_trial(todo[0])
+        self.entered = 0
+        self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        self.repeats = 0 if self.entered else self.repeats + 1
+        return self.repeats < MAX_REPEATS
+
+    def _setting(self, ot: optuna.Trial) -> list[float]:
+        import moocore
+        import optuna
+        from optuna.trial import TrialState
+
+        from dse.search.study import TrialFailed, suggest
+
+        spec, runner = self.spec, self.runner
+        ot.set_user_attr("worker", owner())
+        tparams = {n: suggest(ot, n, k) for n, k in self.train_knobs}
+        same = [t for t in self.outer.get_trials(deepcopy=False)
+                if t.number != ot.number and t.params == tparams]
+        done = [t for t in same if t.state == TrialState.COMPLETE]
+        if done:  # trained already: tell the sampler its result again, train nothing
+            ot.set_user_attr("same_as", done[0].number)
+            return list(done[0].values)
+        busy = [t for t in same if t.state == TrialState.RUNNING and t.number < ot.number]
+        if busy:
+            ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
+            raise optuna.TrialPruned("claimed by another worker")
+        training = {**spec.base.training.to_dict(),
+                    **spec.space.split(tparams, section="training").get("training", {})}
+        ot.set_user_attr("trained", True)
+        try:
+            cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
+            with self.guard.raising():  # a signal stops the training at once
+                # trains (or reads the cache) once for these training knobs, with the controls the metrics need
+                sur = evaluate(cfg, metrics=spec.needed_metrics)
+        except (ValueError, TypeError, FloatingPointError) as e:
+            ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+            raise
+        gpf = sur["metrics"]["gp_fraction"]
+        keep, arr = self._candidates(spec.seed + ot.number)
+        if arr is None:
+            ot.set_user_attr("fail_reason", "no possible hardware point")
+            raise TrialFailed("no possible hardware point")
+        hm = hardware_metrics(cfg, arr, gpf)
+        hws = keep
+        # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
+        metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
+        viol = np.zeros(len(hws))  # summed constraint violation per hardware point (0: feasible)
+        for c in spec.constraints:
+            viol += np.maximum(0.0, c.violation(metrics[c.metric]))
+        idx = np.flatnonzero(viol <= 0)
+        if len(idx):
+            vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
+            nd = moocore.is_nondominated(vals, maximise=self.maxi.tolist())
+            idx = idx[nd]
+            key = metrics[self.hw_metrics[0]] if self.hw_metrics else np.zeros(len(hws))
+            idx = _thin(idx, key, spec.front_size)
+        else:  # nothing feasible: enter the least-violating point, so the study records why
+            idx = np.array([int(np.argmin(viol))])
+        best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
+                for m, mx in zip(spec.metrics, self.maxi)]
+        runner.refresh()
+        entered = runner.tracker.keys
+        new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered][:runner.remaining()]
+        self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number)
+        return best
+
+    def _candidates(self, seed: int) -> tuple[list[dict], HardwareArray | None]:
+        """The possible hardware points to search (knob values, and their accelerators as one array); the
+        whole grid is built once per run, sampled points per setting."""
+        if self._hw_grid is not None:
+            return self._hw_grid
+        keep, hws = [], []
+        for c in hardware_candidates(self.spec, max_points=self.spec.inner_points, seed=seed):
+            h = _hardware(self.spec, c)
+            if h is not None:
+                hws.append(h)
+                keep.append(c)
+        out = (keep, HardwareArray.from_list(hws) if hws else None)
+        if _whole_grid(self.spec, self.spec.inner_points):
+            self._hw_grid = out
+        return out
+
+    def _enter(self, points: list[dict], sur: dict, gpf: float, setting: int) -> int:
+        """Enter ``points`` (knob values) in the main study in one batch; returns how many were admitted."""
+        if not points:
+            return 0
+        import optuna
+        from optuna.trial import TrialState
+
+        from dse.search.study import CONSTRAINTS_ATTR, trial_record
+
+        spec, runner = self.spec, self.runner
+        st, sid = runner.study._storage, runner.study._study_id
+        training = training_metrics(sur["surrogate"], gpf)
+        templates = []
+        for params in points:  # every point costed first, so that its trial is running for milliseconds
+            cfg = replace(spec.configuration(params), seeds=spec.seeds)
+            out = evaluate_hardware(cfg, gpf)  # what `dse evaluate` runs for it: exports reproduce exactly
+            rec = trial_record(spec, cfg, {"metrics": {**out["metrics"], **training}, "models": out["models"],
+                                           "surrogate": sur["surrogate"]})
+            templates.append((optuna.trial.create_trial(
+                state=TrialState.RUNNING, params=params, distributions={n: self.dists[n] for n in params},
+                user_attrs={**rec["user_attrs"], "worker": owner(), "training_trial": setting},
+                system_attrs={CONSTRAINTS_ATTR: rec["constraints"]}), rec["values"]))
+        made = []
+        for template, values in templates:
+            tid = st.create_new_trial(sid, template_trial=template)
+            if runner.heartbeat:
+                st.record_heartbeat(tid)  # a worker dying now leaves a trial other machines can retry
+            made.append((tid, st.get_trial_number_from_id(tid), values))
+        runner.refresh()
+        admitted = 0
+        for tid, number, values in made:
+            try:
+                if runner.tracker.counting_before(number) < runner.budget:
+                    st.set_trial_state_values(tid, TrialState.COMPLETE, values)
+                    admitted += 1
+                else:
+                    st.set_trial_user_attr(tid, "fail_reason", "budget reached by other workers")
+                    st.set_trial_state_values(tid, TrialState.PRUNED)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass  # taken for a dead worker's by another process (and queued again): it counts once
+        return admitted
+
+    def figures(self) -> dict:
+        trained = sum(1 for t in self.outer.get_trials(deepcopy=False) if t.user_attrs.get("trained"))
+        return {"surrogate_runs": trained}
+
+
+def _key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))

@@ -1,0 +1,478 @@
+"""Studies in Optuna's storages: storage URLs, samplers, opening a study (checked against its file), the
+joint objective, dead-worker recovery, and reading trials back as plain data.
+
+The public API is :mod:`dse` (``dse.load_study``, ``dse.run``, ``dse.open_study``); this module is the
+layer under it, under the runner (:mod:`dse.search.runner`) and under the strategies::
+
+    from dse.search.studyfile import load_study
+    from dse.search.study import open_study, load_points
+    from dse.search.runner import run_study
+    spec = load_study("studies/quickstart.toml")
+    run_study(spec)                            # its strategy; creates or resumes; stops at spec.trials
+    points = load_points(open_study(spec, create=False), spec)   # every complete trial as plain data
+
+Storage: a SQLite file beside the study file (``<name>.db``) unless a URL is given (``--storage`` or the
+``DSE_STORAGE`` environment variable): ``sqlite:///path.db``, ``postgresql://user:pw@host/db`` (Optuna's
+RDB storage) or ``journal:///path.log`` (Optuna's journal file, for several processes on one machine).
+
+Every trial records as user attributes: ``metrics`` (all of them, not only the objectives), ``models`` (the
+per-model breakdown), ``surrogate`` (the training surrogate's figures), ``config`` (the full configuration,
+what ``dse export`` writes), and ``fail_reason`` for a failed trial. Constraints go through Optuna 5's
+``Trial.set_constraint``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from dse.search import runguard
+from dse.evaluation import metrics as registry
+from dse.errors import UsageError
+from dse.search.samplers import make_sampler
+from dse.search.storage import (SafeJournalFileBackend, mask_url, normalize_url, readable_copy, repair_journal,
+                                storage_fault)
+from dse.evaluation.evaluator import evaluate, evaluate_hardware
+from dse.search.pareto import Point
+from dse.config.space import Bundle, Choice, Range
+from dse.search.identity import identity_change
+
+if TYPE_CHECKING:
+    from dse.search.studyfile import StudySpec
+
+__all__ = ["open_study", "open_storage", "suggest", "distribution", "trial_objective", "counts_toward_budget", "load_points", "point_of", "trial_record", "storage_url", "mask_url",
+           "hv_reference", "TrialFailed", "RunResult", "FINISHED"]
+
+#: trial states that have ended (whether they count toward the budget is decided by :func:`counts_toward_budget`)
+FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+
+
+class TrialFailed(Exception):
+    """A trial that cannot be evaluated (an impossible configuration); recorded as FAIL with its reason."""
+
+
+def storage_url(spec: StudySpec, storage: str | None = None, *, journal: bool = False) -> str:
+    """``storage``, else ``DSE_STORAGE``, else a file beside the study file: SQLite (``<name>.db``), or a
+    journal file (``<name>.journal``) when several local processes share the study (``journal``)."""
+    url = storage or os.environ.get("DSE_STORAGE")
+    if url:
+        return url
+    folder = spec.path.parent if spec.path is not None else Path.cwd()
+    db, log = folder / (spec.name + ".db"), folder / (spec.name + ".journal")
+    if (journal and not db.exists()) or (log.exists() and not db.exists()):
+        return f"journal:///{log}"
+    return f"sqlite:///{db}"  # an existing SQLite study stays where it is (WAL mode serves several processes)
+
+
+def default_heartbeat(url: str) -> int | None:
+    """Heartbeats (seconds) for server storages, where workers may sit on other machines; local workers are
+    watched by process id instead (see :func:`recover_dead_workers`)."""
+    return 5 if re.match(r"^(postgresql|mysql)", url) else None
+
+
+def open_storage(url: str, *, heartbeat: int | None = None):
+    try:
+        if url.startswith("journal:///"):
+            from optuna.storages.journal import JournalStorage
+
+            # like SQLite URLs: journal:///relative.log, journal:////absolute/path.log
+            path = url[len("journal:///"):]
+            if not path:
+                raise UsageError("--storage: a journal URL needs a file: journal:///FILE.log")
+            repair_journal(path)  # a record torn by a crash or a full disk: dropped, saying so
+            return JournalStorage(SafeJournalFileBackend(path))
+        if not re.match(r"^(sqlite|postgresql|postgresql\+\w+|mysql|mysql\+\w+)://", url):
+            raise UsageError(f"--storage: {mask_url(url)!r} is not a storage URL; use sqlite:///FILE.db, "
+                             "postgresql://USER:PASSWORD@HOST/DB or journal:///FILE.log")
+        kwargs: dict[str, Any] = {}
+        if heartbeat:
+            kwargs = dict(heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
+                          heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                              max_retry=3))
+        engine_kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else None
+        if url.startswith("sqlite"):
+            engine_kwargs = {"connect_args": {"timeout": 60}}  # wait for a concurrent writer's lock
+        st = _rdb_storage(normalize_url(url), engine_kwargs, kwargs)
+        if url.startswith("sqlite"):
+            _fast_sqlite(st)
+        return st
+    except UsageError:
+        raise
+    except Exception as e:  # sqlalchemy / driver errors: unreachable server, corrupt file, missing driver
+        fault = storage_fault(e, url)
+        if fault is not None:  # disk full, read-only, permission
+            raise fault from None
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = mask_url(reason, url)
+        if isinstance(e, ImportError):  # Optuna: "Failed to import DB access module", from the driver's error
+            missing = getattr(e.__cause__, "name", None) or getattr(e, "name", None) or "its driver"
+            extra = "pip install 'dse[postgres]'" if url.startswith("postgresql") else "install it"
+            raise UsageError(f"storage {mask_url(url)} cannot be used: the database driver {missing} is not "
+                             f"installed; {extra}") from None
+        hint = ""
+        if "file is not a database" in reason or "malformed" in reason:
+            hint = " (the SQLite file is corrupt or not a database: move it away to start afresh)"
+        raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}{hint}") from None
+
+
+def _rdb_storage(url: str, engine_kwargs, kwargs, attempts: int = 6):
+    """Optuna's RDB storage; retried when another process is creating the same fresh database at the same
+    moment (both create the schema: one of them fails on a unique constraint or a lock)."""
+    import sqlalchemy.exc
+
+    for i in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as e:
+            transient = isinstance(e, sqlalchemy.exc.IntegrityError) or "locked" in str(e) \
+                or "already exists" in str(e)
+            if not transient or i == attempts - 1:
+                raise
+            time.sleep(0.2 * (i + 1))
+
+
+def _fast_sqlite(storage) -> None:
+    """Write-ahead logging with synchronous=NORMAL: a commit costs microseconds instead of an fsync, and
+    the database stays consistent across crashes (a power cut may lose the last trials, not corrupt it)."""
+    import sqlalchemy
+
+    def on_connect(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    sqlalchemy.event.listen(storage.engine, "connect", on_connect)
+    storage.engine.dispose()  # pooled connections made before the listener reconnect with the pragmas
+
+
+def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = True, seed: int | None = None,
+               heartbeat: int | None = None, accept_changes: bool = False, sampler: Any = None) -> optuna.Study:
+    """Create or load the study ``spec.name`` in its storage, checked against the file it was made from.
+
+    The study stores ``spec.identity()`` (strategy, base configuration, space, objectives, constraints,
+    surrogate seeds) as the user attribute ``dse_study_file``; opening it with a spec whose identity differs
+    raises :class:`UsageError` naming the first change, unless ``accept_changes`` (``--accept-changes``):
+    then the stored identity becomes the new one and the study goes on (its earlier trials are kept and
+    judged by the new constraints). The metric names are set on the study (optuna-dashboard shows them).
+    ``sampler``: an Optuna sampler instance to use instead of the file's (:mod:`dse.search.samplers`).
+    """
+    url = storage_url(spec, storage)
+    if not create and url.startswith("sqlite:///") and ":memory:" not in url \
+            and not Path(url[len("sqlite:///"):]).exists():
+        raise UsageError(f"study {spec.name!r} has no storage yet ({mask_url(url)} does not exist); run "
+                         "`dse run` first")
+    if not create:
+        url = readable_copy(url)  # a SQLite study on a read-only file system: read a private snapshot
+    st = open_storage(url, heartbeat=heartbeat)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
+    try:
+        if create:
+            study = optuna.create_study(storage=st, study_name=spec.name, directions=spec.directions,
+                                        load_if_exists=True, sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
+        else:
+            study = optuna.load_study(storage=st, study_name=spec.name,
+                                      sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
+    except KeyError:
+        raise UsageError(f"study {spec.name!r} is not in {mask_url(url)}; run `dse run` first") from None
+    except ValueError as e:
+        raise UsageError(f"study {spec.name!r} in {mask_url(url)}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - storage errors surface on first use
+        fault = storage_fault(e, url)
+        if fault is not None:
+            raise fault from None
+        reason = mask_url(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, url)
+        raise UsageError(f"storage {mask_url(url)} cannot be used: {reason}") from None
+    stored = [d.name.lower() for d in study.directions]
+    if stored != spec.directions:
+        raise UsageError(f"study {spec.name!r} in {mask_url(url)} has objectives directed {stored}, the file "
+                         f"says {spec.directions}; use another [study] name for a different search")
+    check_identity(study, spec, url, create=create, accept_changes=accept_changes)
+    return study
+
+
+def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool
+                   ) -> None:
+    """Refuse (or, with ``accept_changes``, record) a spec whose identity differs from the stored one."""
+    attrs = study.user_attrs
+    now = spec.identity()
+    old = attrs.get(IDENTITY_ATTR)
+    if old is not None:
+        change = identity_change(old, now)
+        if change and not accept_changes:
+            raise UsageError(
+                f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
+                "give [study] name a new value to start a new study, or rerun with --accept-changes to "
+                "continue this one with the file as it is now")
+        if not change:
+            return
+        fixed = [n for n in now["space"] if n in old.get("space", {}) and old["space"][n] != now["space"][n]
+                 and isinstance(old["space"][n], list) and isinstance(now["space"][n], list)]
+        if fixed:
+            raise UsageError(
+                f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
+                f"the choices of space.{fixed[0]} cannot change within a study (Optuna fixes a categorical "
+                "knob's choices), so give [study] name a new value to start a new study")
+    if not (create or accept_changes):
+        return  # a read-only look at a study made before studies remembered their file
+    study.set_user_attr(IDENTITY_ATTR, now)
+    if study.metric_names != spec.metrics:
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, stable in use
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(spec.metrics)
+    study.set_user_attr("description", describe(spec))
+
+
+#: the study user attribute holding :meth:`StudySpec.identity`
+IDENTITY_ATTR = "dse_study_file"
+
+
+def describe(spec: StudySpec) -> str:
+    """One line about a study, stored with it (optuna-dashboard shows user attributes)."""
+    units = ", ".join(f"{o.direction} {registry.get(o.metric).label()}" for o in spec.objectives)
+    cons = ", ".join(f"{i}: {c}" for i, c in enumerate(spec.constraints)) or "none"
+    return f"dse study ({spec.strategy} strategy): objectives {units}; constraints {cons}"
+
+
+def hv_reference(spec: StudySpec) -> list[float]:
+    """The hypervolume reference point, in objective order: ``[hypervolume]`` in the study file, else each
+    metric's default (:mod:`dse.evaluation.metrics`: a fixed value, or a factor times the reference accelerator's
+    plain-BP figure)."""
+    ref = []
+    base = None
+    for o in spec.objectives:
+        m = registry.get(o.metric)
+        if o.metric in spec.hv_reference:
+            ref.append(spec.hv_reference[o.metric])
+        elif m.hv_reference is not None:
+            ref.append(m.hv_reference)
+        else:
+            if base is None:  # the reference accelerator running plain BP
+                cfg = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(
+                    scheme="bp"), parallel=None)
+                base = evaluate_hardware(cfg, 0.0)["metrics"]
+            ref.append(m.hv_baseline_factor * base[o.metric])
+    return ref
+
+
+def distribution(knob) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of a searched knob (the one place knobs map to Optuna's types)."""
+    D = optuna.distributions
+    if isinstance(knob, Choice):
+        return D.CategoricalDistribution(list(knob.choices))
+    if isinstance(knob, Bundle):
+        return D.CategoricalDistribution(knob.labels())
+    assert isinstance(knob, Range)
+    if knob.integer:
+        return D.IntDistribution(int(knob.low), int(knob.high), step=int(knob.step or 1), log=knob.log)
+    return D.FloatDistribution(knob.low, knob.high, step=knob.step, log=knob.log)
+
+
+def suggest(trial: optuna.Trial, name: str, knob) -> Any:
+    """Ask ``trial`` for the value of a searched knob (its Optuna distribution: :func:`distribution`)."""
+    d = distribution(knob)
+    if isinstance(d, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(name, list(d.choices))
+    if isinstance(d, optuna.distributions.IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+    return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
+
+
+def _retried(trials) -> set[int]:
+    """Numbers of failed trials that a later trial retries (Optuna's heartbeat retry or ours)."""
+    out = set()
+    for t in trials:
+        n = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
+        if n is not None:
+            out.add(int(n))
+    return out
+
+
+def counts_toward_budget(t, retried: set[int]) -> bool:
+    """Whether a trial counts toward the budget (or will): complete, running, waiting, or a genuine failure
+    -- not a trial retried after its worker died, an interrupted one, or a pruned budget overflow."""
+    if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING):
+        return True
+    if t.state == TrialState.FAIL:
+        # a genuine failure records its reason; one without (stopped by a signal before or after the
+        # objective's own handler, or whose worker died) does not count
+        reason = t.user_attrs.get("fail_reason", "")
+        return t.number not in retried and bool(reason) and not reason.startswith("interrupted")
+    return False
+
+
+def failed_count(study: optuna.Study) -> int:
+    """Genuinely failed trials (impossible configurations, errors), not retried or interrupted ones."""
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    return sum(1 for t in trials if t.state == TrialState.FAIL and counts_toward_budget(t, retried))
+
+
+def budget_state(study: optuna.Study) -> dict:
+    """Trials that count toward the budget: ``done`` (complete or genuinely failed), ``active`` (running or
+    waiting), and ``waiting`` alone."""
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    counted = [t for t in trials if counts_toward_budget(t, retried)]
+    done = sum(t.state in FINISHED for t in counted)
+    waiting = sum(t.state == TrialState.WAITING for t in counted)
+    return {"done": done, "active": len(counted) - done, "waiting": waiting}
+
+
+def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[float]]:
+    """The joint objective: sample every knob, evaluate, record. ``runner`` (:class:`dse.search.runner.Runner`)
+    admits the trial within the budget."""
+
+    def objective(trial: optuna.Trial) -> list[float]:
+        trial.set_user_attr("worker", runguard.owner())
+        attrs = trial.study._storage.get_trial(trial._trial_id)
+        retry = attrs.system_attrs.get("failed_trial", attrs.user_attrs.get("retry_of")) is not None
+        # exact budget with several workers: a new trial runs only if fewer than `budget` counting trials
+        # precede it (a retry replaces a trial that no longer counts)
+        if not retry and not runner.admit(trial.number):
+            trial.set_user_attr("fail_reason", "budget reached by other workers")
+            raise optuna.TrialPruned("budget reached")
+        guard = runguard.current
+        try:
+            with guard.raising():  # a signal stops the trial here, never inside Optuna's bookkeeping
+                return _evaluate_trial(trial, spec)
+        except KeyboardInterrupt:
+            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
+            raise
+        except (TrialFailed, optuna.TrialPruned):
+            raise
+        except Exception as e:
+            if _is_fault(e):  # a full disk, an unusable cache: the run stops and says so
+                guard.record_fault(e)
+                try:
+                    trial.set_user_attr("fail_reason", f"interrupted by a fault: {type(e).__name__}: {e}")
+                except Exception:  # noqa: BLE001 - the storage itself may be the fault
+                    pass
+                raise
+            trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input:
+            raise  # record it, the study goes on
+
+    return objective
+
+
+def _is_fault(e: BaseException) -> bool:
+    from models.surrogate import CacheError
+    from dse.search.storage import fault_of
+
+    return isinstance(e, CacheError) or fault_of(e) is not None
+
+
+def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
+    params = {name: suggest(trial, name, knob) for name, knob in spec.space.searched()}
+    try:
+        cfg = spec.configuration(params)
+    except (ValueError, TypeError) as e:
+        reason = f"impossible configuration: {e}"
+        trial.set_user_attr("fail_reason", reason)
+        raise TrialFailed(reason) from None
+    cfg = replace(cfg, seeds=spec.seeds)  # study files have no [schedule]: the surrogate always runs
+    try:
+        rec = trial_record(spec, cfg, evaluate(cfg, metrics=spec.needed_metrics))
+    except TrialFailed as e:
+        trial.set_user_attr("fail_reason", str(e))
+        raise
+    for k, v in rec["user_attrs"].items():
+        trial.set_user_attr(k, v)
+    trial.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_ATTR, rec["constraints"])
+    return rec["values"]
+
+
+#: The trial system attribute holding the constraint values, a list in the order of the study's
+#: constraints (<= 0 when satisfied). Optuna reads this format as ``trial.constraints`` = {"0": ..., ...}
+#: and optuna-dashboard (0.21) shows feasibility only from it, not from Optuna 5's named
+#: ``Trial.set_constraint`` keys; the constraints' names are in the study's ``description``.
+CONSTRAINTS_ATTR = "constraints"
+
+
+#: what a trial records per model besides the registry's metrics
+MODEL_FIELDS = ("model", "step_ms_scheme_bp", "step_ms_gp")
+
+
+def trial_record(spec: StudySpec, cfg, out: dict) -> dict:
+    """What a trial stores for an evaluation ``out`` of configuration ``cfg`` (:func:`dse.evaluation.evaluator.evaluate`
+    or the hybrid's batch): its objective ``values``, ``user_attrs`` (metrics, per-model figures, surrogate
+    figures, the full configuration) and ``constraints`` (violations in the study's order, <= 0 when
+    satisfied)."""
+    metrics = out["metrics"]
+    missing = [m for m in spec.needed_metrics if m not in metrics]
+    if missing:
+        raise TrialFailed(f"metric {missing[0]} was not computed")
+    # per model: every registered metric its row carries (speedup, energy_j, ...) and its step times
+    names = set(registry.names())
+    attrs = {"metrics": metrics,
+             "models": [{k: v for k, v in r.items() if k in names or k in MODEL_FIELDS}
+                        for r in out["models"]]}
+    if out.get("surrogate") is not None:
+        attrs["surrogate"] = {k: v for k, v in out["surrogate"].items() if isinstance(v, (int, float, str, bool))}
+    attrs["config"] = cfg.to_dict()
+    return {"values": [metrics[m] for m in spec.metrics], "user_attrs": attrs,
+            "constraints": [float(c.violation(metrics[c.metric])) for c in spec.constraints]}
+
+
+def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
+    """A complete trial as a :class:`Point` (None for any other). Feasibility is judged by the study's
+    constraints (the spec, which :func:`open_study` checked against the study) on the trial's metrics."""
+    if t.state != TrialState.COMPLETE or t.values is None:
+        return None
+    metrics = dict(t.user_attrs.get("metrics", {}))
+    if all(c.metric in metrics for c in spec.constraints):
+        feasible = all(c.violation(metrics[c.metric]) <= 0 for c in spec.constraints)
+    else:
+        feasible = all(v <= 0 for v in t.constraints.values())
+    return Point(number=t.number, values=tuple(float(v) for v in t.values), metrics=metrics,
+                 params=dict(t.params), feasible=feasible, config=dict(t.user_attrs.get("config", {})))
+
+
+def check_cache() -> None:
+    """UsageError naming the surrogate cache folder unless this process can write into it."""
+    from models.surrogate import cache_dir
+    from dse.search.storage import check_writable_dir
+
+    check_writable_dir(cache_dir(), "surrogate cache", "set DSE_CACHE_DIR to a writable folder")
+
+
+def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
+    """Every complete trial of ``study`` as a :class:`Point`."""
+    pts = (point_of(t, spec) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return [p for p in pts if p is not None]
+
+
+class RunResult(dict):
+    """Figures of a run: finished and complete trial counts, front size, hypervolume, interrupted."""
+
+
+def recover_dead_workers(study: optuna.Study) -> list[int]:
+    """Fail and retry RUNNING trials that no live worker owns: their worker process on this machine died
+    (SIGKILL, OOM, crash), or they have no owner record and are older than
+    :data:`dse.search.runguard.ORPHAN_GRACE_S`; fail WAITING trials queued by a process that died.
+
+    This is the local counterpart of Optuna's heartbeats (which need an RDB storage): it works on every
+    storage, journal files included, for workers on the same machine. Each such trial is marked FAIL and a
+    copy with the same parameters is queued (``retry_of`` = its number). Returns the retried numbers.
+    Call it between trials (a RUNNING trial of this very process is then a leftover).
+    """
+    out = []
+    running, waiting = runguard.orphans(study)
+    for t in running:
+        try:
+            study.tell(t.number, state=TrialState.FAIL)
+        except Exception:  # noqa: BLE001 - another worker got there first
+            continue
+        runguard.queue(study, t.params, retry_of=t.number)
+        out.append(t.number)
+    for t in waiting:
+        runguard.fail_orphan(study, t, f"{runguard.INTERRUPTED}: queued by a run that died before running it")
+    return out

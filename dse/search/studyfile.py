@@ -1,0 +1,346 @@
+"""Study files: what to search, for what, under which constraints (TOML, validated on load).
+
+```toml
+[study]
+name = "quickstart"         # the study's name in its storage
+sampler = "nsga2"           # nsga2 (default), nsga3, tpe, random, qmc, grid
+seed = 0
+trials = 60                 # the budget: finished trials (complete or failed) the study runs to
+seeds = 1                   # surrogate seeds per training configuration (accuracy is their mean)
+population = 16             # NSGA-II/III population size (optional)
+workers = 2                 # local processes `dse run` starts by default (1; --workers overrides)
+
+[workload]   ...            # dse.config.workload.Workload
+[training]   ...            # base training knobs (models.surrogate.SurrogateConfig); [space.training] varies them
+                            # task and epochs name the accuracy proxy and its budget (default mnist1d, 10)
+[hardware]   ...            # base candidate accelerator (accel.Hardware); [space.hardware] varies it
+[reference]  ...            # the plain-BP baseline accelerator
+[parallel]   ...            # optional: a job over several accelerators (dse.evaluation.multi_accelerator.ParallelConfig)
+technology = "tech.toml"    # optional technology table
+
+[space.training]            # knobs: a fixed value, a list of choices, or {low, high, log, step}
+pred_width = [16, 64]
+[space.hardware]
+rows = [32, 64, 128]
+[space.parallel]            # needs a [parallel] table (its fields are the knobs); strategy joint
+schedule = ["1f1b", "zb-h1", "zb-h2"]
+
+[[objectives]]              # 2 to 4
+metric = "accuracy_drop"    # direction defaults to the metric's natural one
+[[objectives]]
+metric = "speedup"
+
+[[constraints]]             # feasible when every bound holds (Optuna's Trial.set_constraint)
+metric = "area_mm2"
+max = 150.0
+
+[hypervolume]               # reference point, per objective (defaults: each metric's, dse.evaluation.metrics)
+speedup = 1.0
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accel.hardware import FIELDS as HARDWARE_FIELDS
+from accel import Hardware
+from dse.errors import UsageError
+from dse.evaluation import metrics as registry
+from dse.config.configuration import Configuration, check_scheme
+from dse.config.parallel import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
+from dse.config.schema import check_keys, load_toml, take
+from dse.config.values import check_name, check_number
+from dse.config.space import Bundle, Choice, Fixed, Range, Space
+from dse.search.samplers import SAMPLERS as SAMPLER_REGISTRY
+from dse.search.strategies import STRATEGIES
+from models.surrogate import SurrogateConfig
+
+__all__ = ["StudySpec", "Objective", "Constraint", "load_study", "spec_from_dict", "SAMPLERS", "STRATEGIES"]
+
+#: sampler names (dse.search.samplers) and search strategies (dse.search.strategies), from their registries
+SAMPLERS = tuple(SAMPLER_REGISTRY)
+
+_TRAINING_FIELDS = {f.name for f in fields(SurrogateConfig)}
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    direction: str
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    def violation(self, value):
+        """Optuna's convention: <= 0 when satisfied, the amount of violation otherwise (a float, or an array
+        for an array of values)."""
+        v = np.full(np.shape(value), -np.inf)
+        if self.max is not None:
+            v = np.maximum(v, np.asarray(value) - self.max)
+        if self.min is not None:
+            v = np.maximum(v, self.min - np.asarray(value))
+        return float(v) if np.ndim(v) == 0 else v
+
+    def __str__(self) -> str:
+        parts = []
+        if self.min is not None:
+            parts.append(f"{self.metric} >= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"{self.metric} <= {self.max:g}")
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    base: Configuration
+    space: Space
+    objectives: tuple[Objective, ...]
+    constraints: tuple[Constraint, ...] = ()
+    sampler: str = "nsga2"
+    seed: int = 0
+    trials: int = 50
+    seeds: int = 1
+    population: int | None = None
+    strategy: str = "joint"
+    #: the strategy's own [study] options (``Strategy.options``), read back as ``spec.<option>``
+    options: dict = field(default_factory=dict)
+    #: local worker processes ``dse run`` (and :func:`dse.run`) starts unless told otherwise
+    workers: int = 1
+    hv_reference: dict = field(default_factory=dict)
+    #: the file it was read from (None when built in code)
+    path: Path | None = None
+    #: the raw TOML document as read
+    raw: dict = field(default_factory=dict, compare=False)
+
+    def __getattr__(self, name: str):
+        # a strategy's option (spec.front_size for the hybrid's): its value, else its declared default
+        if name.startswith("__"):
+            raise AttributeError(name)
+        opts = self.__dict__.get("options", {})
+        if name in opts:
+            return opts[name]
+        for s in STRATEGIES.values():
+            for o in s.options:
+                if o.name == name:
+                    return o.default
+        raise AttributeError(f"'StudySpec' object has no attribute {name!r}")
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objectives]
+
+    @property
+    def metrics(self) -> list[str]:
+        return [o.metric for o in self.objectives]
+
+    @property
+    def needed_metrics(self) -> list[str]:
+        """The metrics the study's trials must have: its objectives, then its constraints' metrics."""
+        return list(dict.fromkeys(self.metrics + [c.metric for c in self.constraints]))
+
+    def identity(self) -> dict:
+        """What the study's trials depend on, as plain JSON-able data: the strategy, the base configuration,
+        the space, the objectives, the constraints and the surrogate seeds (not the budget, the sampler or
+        its seed, which a resumed run may change). Stored with the study; :func:`dse.search.study.open_study`
+        refuses a file whose identity differs (:func:`identity_change` says how)."""
+        return {"strategy": self.strategy, "seeds": self.seeds, "base": self.base.to_dict(),
+                "space": {n: _knob_doc(k) for n, k in self.space},
+                "objectives": [f"{o.direction} {o.metric}" for o in self.objectives],
+                "constraints": [str(c) for c in self.constraints]}
+
+    def configuration(self, params: dict[str, Any]) -> Configuration:
+        """The configuration a trial's sampled parameters describe (ValueError if it is impossible)."""
+        parts = self.space.split(params)
+        training = self.base.training.to_dict()
+        training.update(parts.get("training", {}))
+        hardware = self.base.hardware.to_dict()
+        hardware.update(parts.get("hardware", {}))
+        par = self.base.parallel
+        if parts.get("parallel"):
+            par = ParallelConfig(**{**par.to_dict(), **parts["parallel"]})
+            microbatch_size(self.base.workload.batch, par)
+        return replace(self.base, training=SurrogateConfig.from_dict(training),
+                       hardware=Hardware.from_dict(hardware), parallel=par)
+
+    def with_overrides(self, **kw) -> "StudySpec":
+        """A copy with fields or strategy options replaced (``None`` leaves one as it is)."""
+        kw = {k: v for k, v in kw.items() if v is not None}
+        names = {o.name for s in STRATEGIES.values() for o in s.options}
+        opts = {k: kw.pop(k) for k in list(kw) if k in names}
+        if opts:
+            kw["options"] = {**self.options, **opts}
+        if "sampler" in kw and kw["sampler"] not in SAMPLERS:
+            raise UsageError(f"--sampler: {kw['sampler']!r} is not a sampler; choose one of {', '.join(SAMPLERS)}")
+        if "strategy" in kw and kw["strategy"] not in STRATEGIES:
+            raise UsageError(f"--strategy: {kw['strategy']!r}; choose one of {', '.join(STRATEGIES)}")
+        if "trials" in kw and kw["trials"] < 1:
+            raise UsageError(f"--trials: must be an integer >= 1, got {kw['trials']}")
+        if "seed" in kw and kw["seed"] < 0:
+            raise UsageError(f"--seed: must be an integer >= 0, got {kw['seed']}")
+        if "workers" in kw and kw["workers"] < 1:
+            raise UsageError(f"--workers: must be an integer >= 1, got {kw['workers']}")
+        for k in ("trials", "seed", "workers"):
+            if k in kw:
+                check_number(kw[k], f"--{k}")
+        spec = replace(self, **kw)
+        if spec.sampler == "grid":
+            _check_grid(spec.space)
+        if "strategy" in kw:
+            STRATEGIES[spec.strategy].validate(spec)
+        return spec
+
+
+def _knob_doc(k) -> Any:
+    if isinstance(k, Fixed):
+        return k.value
+    if isinstance(k, Choice):
+        return list(k.choices)
+    if isinstance(k, Bundle):
+        return [dict(t) for t in k.tables]
+    return {f: getattr(k, f) for f in ("low", "high", "log", "step") if getattr(k, f) not in (None, False)}
+
+
+def _check_grid(space: Space) -> None:
+    for n, k in space.searched():
+        if isinstance(k, Range) and k.step is None and not (k.integer and not k.log):
+            raise UsageError(f"space.{n}: the grid sampler needs finite knobs; give this range a step or "
+                             "use a list of choices")
+
+
+def _check_values(space: Space, base: Configuration) -> None:
+    """Every value a knob can take must be valid on its own (combinations are checked per trial)."""
+    for name, knob in space:
+        section, fld = name.split(".", 1)
+        if isinstance(knob, Fixed):
+            values = [{fld: knob.value}]
+        elif isinstance(knob, Choice):
+            values = [{fld: v} for v in knob.choices]
+        elif isinstance(knob, Bundle):
+            values = [dict(t) for t in knob.tables]
+        else:
+            values = [{fld: knob.low}, {fld: knob.high}]
+        for v in values:
+            try:
+                if section == "training":
+                    cfg = SurrogateConfig.from_dict({**base.training.to_dict(), **v})
+                    if "scheme" in v:
+                        check_scheme(cfg.scheme, f"space.{name}")
+                elif section == "parallel":
+                    ParallelConfig(**{**base.parallel.to_dict(), **v})
+                else:
+                    Hardware.from_dict({**base.hardware.to_dict(), **v})
+            except (ValueError, TypeError) as e:
+                shown = next(iter(v.values())) if len(v) == 1 else v
+                why = str(e)
+                if len(v) == 1 and why.startswith(f"{fld}: "):  # the field is already named
+                    why = why[len(fld) + 2:]
+                raise UsageError(f"space.{name}: value {shown!r} is not allowed: {why}") from None
+
+
+def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
+    top = {"study", "workload", "training", "hardware", "reference", "technology", "space", "objectives",
+           "constraints", "hypervolume", "parallel"}
+    check_keys(doc, top, "study file")
+    st = doc.get("study", {})
+    if not isinstance(st, dict):
+        raise UsageError("study: expected a table")
+    strategy = take(st, "strategy", str, "study", default="joint", choices=tuple(STRATEGIES))
+    # every strategy's options are accepted (``dse run --strategy`` may pick another one than the file's)
+    declared = [o for s in STRATEGIES.values() for o in s.options]
+    check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy", "workers",
+                    *(o.name for o in declared)}, "study")
+    default_name = path.stem if path is not None else "study"
+    name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
+    base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
+                                                         "technology", "parallel") if k in doc},
+                                   base=path.parent if path else None)
+    space_doc = doc.get("space", {})
+    if not isinstance(space_doc, dict):
+        raise UsageError("space: expected tables [space.training], [space.hardware], [space.parallel]")
+    space = Space.from_tables(space_doc, {"training": _TRAINING_FIELDS, "hardware": set(HARDWARE_FIELDS),
+                                          "parallel": set(PARALLEL_FIELDS)})
+    if space.names("parallel") and base.parallel is None:
+        raise UsageError("space.parallel: add a [parallel] table (the base job over several accelerators) "
+                         "for its knobs to vary")
+    _check_values(space, base)
+    objs = doc.get("objectives")
+    if not isinstance(objs, list) or not 2 <= len(objs) <= 4:
+        got = f"got {len(objs)}" if isinstance(objs, list) else "got none" if objs is None else \
+            "got a single value"
+        raise UsageError(f"objectives: give 2 to 4 [[objectives]] tables ({got}), each with a metric "
+                         f"({', '.join(registry.names())})")
+    objectives = []
+    for i, o in enumerate(objs):
+        where = f"objectives[{i}]"
+        if not isinstance(o, dict):
+            raise UsageError(f"{where}: expected a table with metric and optional direction")
+        check_keys(o, {"metric", "direction"}, where)
+        m = take(o, "metric", str, where, choices=tuple(registry.names()))
+        d = take(o, "direction", str, where, default=registry.get(m).direction,
+                 choices=("minimize", "maximize"))
+        objectives.append(Objective(m, d))
+    if len({o.metric for o in objectives}) != len(objectives):
+        raise UsageError("objectives: a metric appears twice")
+    constraints = []
+    cons = doc.get("constraints", [])
+    if not isinstance(cons, list):
+        raise UsageError("constraints: give [[constraints]] tables, each with a metric and max and/or min")
+    for i, c in enumerate(cons):
+        where = f"constraints[{i}]"
+        if not isinstance(c, dict):
+            raise UsageError(f"{where}: expected a table with metric and max and/or min")
+        check_keys(c, {"metric", "max", "min"}, where)
+        m = take(c, "metric", str, where, choices=tuple(registry.names()))
+        hi = take(c, "max", float, where, default=None)
+        lo = take(c, "min", float, where, default=None)
+        if hi is None and lo is None:
+            raise UsageError(f"{where}: give max and/or min for {m}")
+        if hi is not None and lo is not None and lo > hi:
+            raise UsageError(f"{where}: min {lo} > max {hi}")
+        constraints.append(Constraint(m, hi, lo))
+    hv = doc.get("hypervolume", {})
+    if not isinstance(hv, dict):
+        raise UsageError("hypervolume: expected a table of reference values per objective metric")
+    check_keys(hv, {o.metric for o in objectives}, "hypervolume")
+    hv_ref = {k: take(hv, k, float, "hypervolume") for k in hv}
+    sampler = take(st, "sampler", str, "study", default="nsga2", choices=SAMPLERS)
+    spec = StudySpec(
+        name=name,
+        base=base,
+        space=space,
+        objectives=tuple(objectives),
+        constraints=tuple(constraints),
+        sampler=sampler,
+        seed=take(st, "seed", int, "study", default=0, low=0),  # at most 2**32 - 1 (dse.config.values.LIMITS)
+        trials=take(st, "trials", int, "study", default=50, low=1),
+        seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
+        population=take(st, "population", int, "study", default=None, low=2),
+        strategy=strategy,
+        options={o.name: take(st, o.name, o.type, "study", default=o.default, low=o.low, high=o.high)
+                 for o in declared},
+        workers=take(st, "workers", int, "study", default=1, low=1, high=64),
+        hv_reference=hv_ref,
+        path=path,
+        raw=doc,
+    )
+    if sampler == "grid":
+        _check_grid(space)
+    STRATEGIES[strategy].validate(spec)
+    if not space.searched():
+        raise UsageError("space: no knob is searched; give at least one knob a list of choices or a range")
+    return spec
+
+
+def load_study(path: str | Path) -> StudySpec:
+    p = Path(path)
+    return spec_from_dict(load_toml(p), path=p.resolve())

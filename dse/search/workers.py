@@ -1,0 +1,185 @@
+"""Several local worker processes on one study (``dse run --workers N``).
+
+The parent creates the study, starts N ``dse worker`` processes on the same storage (by default a journal
+file beside the study file, Optuna's recommendation for several processes on one machine), shows one
+progress display by polling the storage, and supervises: a worker that dies (SIGKILL, a crash) is
+replaced, and the survivors retry its running trial (see :func:`dse.search.study.recover_dead_workers`), so the
+budget is met exactly. Ctrl-C or SIGTERM stops every worker cleanly (completed trials are kept).
+
+Workers run in their own sessions (process groups) and end with the parent whatever happens: the parent
+stops them on every way out (a second Ctrl-C included), and each watches its parent's process id, so that
+one whose parent was killed stops too. ``--workers`` is refused above :func:`max_workers`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from dse.errors import UsageError
+from dse.search.pareto import front, hypervolume
+from dse.search.runguard import drop_queued
+from dse.search.runner import BudgetTracker, ProgressFront
+from dse.search.study import (RunResult, check_cache, default_heartbeat, failed_count, hv_reference, load_points,
+                       mask_url, open_study, point_of, recover_dead_workers, storage_url)
+from dse.search.studyfile import StudySpec
+
+__all__ = ["run_workers", "max_workers"]
+
+#: workers allowed per core by default (each is a process training surrogates)
+WORKERS_PER_CORE = 4
+
+
+def max_workers() -> int:
+    """The most workers ``run_workers`` starts: ``DSE_MAX_WORKERS``, else 4 per core."""
+    env = os.environ.get("DSE_MAX_WORKERS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise UsageError(f"DSE_MAX_WORKERS: must be an integer >= 1, got {env!r}")
+        return int(env)
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> subprocess.Popen:
+    """A `dse worker` process with the run's effective settings (command-line overrides included). Its own
+    session: Ctrl-C reaches the parent, which stops every worker once; stderr goes to a file (a pipe read
+    only at exit could fill up and block the worker)."""
+    cmd = [sys.executable, "-m", "dse.cli", "worker", str(spec.path), "--storage", url, "--index", str(index),
+           "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--strategy",
+           spec.strategy, "--quiet"]
+    env = dict(os.environ)
+    env.pop("DSE_STORAGE", None)
+    env["DSE_PARENT_PID"] = str(os.getpid())  # the worker stops when this process is gone
+    err = open(os.path.join(logdir, f"worker-{index}.log"), "w+")
+    try:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                             start_new_session=True)
+    except OSError as e:  # out of processes or memory
+        err.close()
+        raise UsageError(f"--workers: could not start worker {index} ({e.strerror or e}); use fewer workers") \
+            from None
+    p.errlog = err  # type: ignore[attr-defined]
+    return p
+
+
+def _stderr(p: subprocess.Popen) -> str:
+    p.errlog.seek(0)  # type: ignore[attr-defined]
+    text = p.errlog.read().strip()  # type: ignore[attr-defined]
+    p.errlog.close()  # type: ignore[attr-defined]
+    return text
+
+
+def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, timeout: float | None = None,
+                quiet: bool = False, poll: float = 0.5, max_restarts: int | None = None,
+                accept_changes: bool = False) -> RunResult:
+    """Run ``spec`` (either strategy) with ``workers`` local ``dse worker`` processes to its budget."""
+    if spec.path is None:
+        raise ValueError("run_workers needs a study read from a file (workers load it by path)")
+    limit = max_workers()
+    if workers > limit:
+        raise UsageError(f"--workers: {workers} is more than {limit} ({WORKERS_PER_CORE} per core on "
+                         f"{os.cpu_count() or 1} cores); set DSE_MAX_WORKERS to allow more")
+    url = storage_url(spec, storage, journal=True)
+    check_cache()
+    study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url), accept_changes=accept_changes)
+    tracker, fr = BudgetTracker(study), ProgressFront(spec, hv_reference(spec))
+    budget = spec.trials
+    ref = hv_reference(spec)
+    logdir = tempfile.mkdtemp(prefix="dse-workers-")
+    procs: dict[int, subprocess.Popen] = {}
+    next_index = workers
+    restarts = 0
+    max_restarts = 3 * workers if max_restarts is None else max_restarts
+    interrupted = False
+    errors: list[str] = []
+    t0 = time.monotonic()
+    bar = None
+    if not quiet:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("front {task.fields[front]}  HV {task.fields[hv]}  workers {task.fields[w]}"),
+                       TimeElapsedColumn(), console=Console(stderr=True))
+        bar.start()
+        task = bar.add_task(spec.name, total=budget, front=0, hv="-", w=workers)
+
+    def stop_all(sig=signal.SIGINT):
+        """Stop every worker (SIGINT: each records its running trial as interrupted), SIGKILL after 30 s;
+        signals to this process are ignored meanwhile, so that a second Ctrl-C cannot leave one running."""
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.send_signal(sig)
+            for p in procs.values():
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        finally:
+            for s, h in held.items():
+                signal.signal(s, h)
+
+    old = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
+    last_done = -1
+    try:
+        for i in range(workers):
+            procs[i] = _spawn(spec, url, i, budget, logdir)
+        while True:
+            if timeout is not None and time.monotonic() - t0 > timeout:
+                stop_all()
+                break
+            for i, p in list(procs.items()):
+                rc = p.poll()
+                if rc is None:
+                    continue
+                err = _stderr(p)
+                del procs[i]
+                if rc not in (0, 130):
+                    errors.append(f"worker {i} exited with {rc}" + (f": {err.splitlines()[-1]}" if err else ""))
+                    if rc == 2:  # bad input: every worker would fail the same way
+                        stop_all()
+                        msg = err.splitlines()[-1] if err else f"worker {i} rejected its input"
+                        raise UsageError(msg.removeprefix("dse: error: "))
+                    recover_dead_workers(study)
+                    if tracker.refresh()["done"] < budget and restarts < max_restarts:
+                        procs[next_index] = _spawn(spec, url, next_index, budget, logdir)
+                        next_index += 1
+                        restarts += 1
+            b = tracker.refresh()
+            for t in tracker.new_complete:
+                p = point_of(t, spec)
+                if p is not None:
+                    fr.add(p)
+            tracker.new_complete = []
+            if bar is not None and b["done"] != last_done:
+                bar.update(task, completed=min(b["done"], budget), front=len(fr.points),
+                           hv=f"{fr.hypervolume:.4g}", w=len(procs))
+                last_done = b["done"]
+            if not procs:
+                break
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        stop_all()  # whatever ended the loop: no worker outlives this process
+        signal.signal(signal.SIGTERM, old)
+        if bar is not None:
+            bar.stop()
+        for p in procs.values():
+            p.errlog.close()  # type: ignore[attr-defined]
+        shutil.rmtree(logdir, ignore_errors=True)
+        drop_queued(study)  # retries this process queued for workers that are gone
+    pts = load_points(study, spec)
+    b = tracker.refresh()
+    return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(front(pts, spec.directions)),
+                     hypervolume=hypervolume(pts, spec.directions, ref), interrupted=interrupted,
+                     storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
+                     restarts=restarts)

@@ -1,0 +1,315 @@
+"""``evaluate``: the surrogate's answer for one configuration over paired seeds, with its controls, cached.
+
+For each seed five runs share the initialization and the batch order: plain BP (cached by the BP knobs
+only, so every scheme setting reuses it), the configured scheme, and its three controls (``null``,
+``null_momentum``, ``truncated``), each replaying the scheme's exact BP/GP step mask (a caller that needs
+no control figure names fewer: ``evaluate(..., controls=())``). Each run is cached
+as a small JSON file under ``cache_dir()/surrogate/v<N>/``, keyed by a hash of its knobs and seed; a cache
+hit reads five files per seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from models.schemes.registry import CONTROLS, GAIN_KEYS
+from models.surrogate.config import SurrogateConfig
+from models.surrogate.stats import mean, std
+from models.surrogate.tasks import cache_dir, cache_error
+
+__all__ = ["SurrogateResult", "evaluate", "cached_run", "runs_per_seed", "CACHE_VERSION", "CONTROLS", "GAIN_KEYS"]
+
+#: Bump when a change to the training code changes results or the stored runs' fields, so that old cache
+#: entries are not reused. 3: the controls null_momentum and truncated, the large-batch quality probe.
+CACHE_VERSION = 3
+
+# CONTROLS (the controls every scheme is reported against, in this order) and GAIN_KEYS (the result key of each
+# control's accuracy difference; ``predictor_gain`` is the one against ``null``) come from the schemes' name
+# table, models.schemes.registry: a light leaf, so that a cache hit still imports nothing heavy.
+#: quality figures of the scheme's run (means over post-warm-up BP steps; None for a scheme with no prediction)
+QUALITY_KEYS = ("cos", "relerr", "cos_large", "cos_large_bp", "loss_decrease", "loss_decrease_bp")
+
+
+#: Bump when a change to one network's code changes its results (its runs only are then recomputed; the
+#: key of a network not listed here is as before). resnet 2: the stride-1 stem, the batch norm on the centred map.
+NETWORK_VERSIONS = {"resnet": 2}
+
+
+def _key(kind: str, knobs: dict[str, Any], seed: int) -> str:
+    payload = {"v": CACHE_VERSION, "kind": kind, "knobs": knobs, "seed": seed}
+    if knobs.get("network") in NETWORK_VERSIONS:
+        payload["network_v"] = NETWORK_VERSIONS[knobs["network"]]
+    text = json.dumps(payload, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _path(kind: str, key: str) -> Path:
+    return cache_dir() / "surrogate" / f"v{CACHE_VERSION}" / kind / f"{key}.json"
+
+
+#: what every cached run holds (what ``train_run`` returns), and the keys that must be finite numbers
+_RUN_KEYS = ("accuracy", "diverged", "steps", "warmup_steps", "gp_fraction", "phases", "cos", "relerr", "epochs",
+             "network_params", "predictor_params", "wall_s")
+_NUMERIC = ("accuracy", "steps", "warmup_steps", "gp_fraction", "wall_s")
+
+
+def _valid(entry: Any) -> bool:
+    if not isinstance(entry, dict) or any(k not in entry for k in _RUN_KEYS):
+        return False
+    return all(isinstance(entry[k], (int, float)) and not isinstance(entry[k], bool)
+               and math.isfinite(entry[k]) for k in _NUMERIC) and isinstance(entry["phases"], list)
+
+
+def _load(path: Path) -> Optional[dict[str, Any]]:
+    """A cached run, or None: absent, unreadable, or damaged (not JSON, or not a run's shape: discarded, so
+    that the run is recomputed)."""
+    try:
+        with path.open() as fh:
+            entry = json.load(fh)
+    except (OSError, ValueError):
+        entry = None
+    if entry is not None and _valid(entry):
+        return entry
+    if path.is_file():
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    return None
+
+
+def _store(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("w") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise cache_error(cache_dir(), e) from e
+
+
+@dataclass(frozen=True)
+class SurrogateResult:
+    """What one configuration costs in accuracy. Accuracies in percent (0-100), differences in points."""
+
+    config: SurrogateConfig
+    seeds: tuple[int, ...]
+    runs: tuple[dict[str, Any], ...]  # per seed: {"bp": run, "scheme": run, "null": run, "null_momentum": ..., "truncated": ...}
+    cached: bool = False
+    wall_s: float = 0.0  # wall time of this call
+    compute_s: float = field(default=0.0)  # summed wall time of the training runs (as stored)
+    #: the controls that ran (every one unless the caller asked for fewer): the figures of the others are absent
+    controls: tuple[str, ...] = CONTROLS
+
+    def _values(self, role: str, key: str) -> list[float]:
+        return [float(r[role][key]) for r in self.runs]
+
+    @property
+    def accuracy(self) -> float:
+        return mean(self._values("scheme", "accuracy"))
+
+    @property
+    def accuracy_bp(self) -> float:
+        return mean(self._values("bp", "accuracy"))
+
+    @property
+    def accuracy_null(self) -> float:
+        return mean(self._values("null", "accuracy"))
+
+    @property
+    def accuracy_drop(self) -> float:
+        return self.accuracy_bp - self.accuracy
+
+    @property
+    def predictor_gain(self) -> float:
+        return self.accuracy - self.accuracy_null
+
+    def gain_vs(self, control: str) -> float:
+        """Mean over seeds of the scheme's accuracy minus the control's (points)."""
+        return self.accuracy - mean(self._values(control, "accuracy"))
+
+    @property
+    def gp_fraction(self) -> float:
+        return mean(self._values("scheme", "gp_fraction"))
+
+    def to_dict(self) -> dict[str, Any]:
+        acc = self._values("scheme", "accuracy")
+        bp = self._values("bp", "accuracy")
+        ctrl = {c: self._values(c, "accuracy") for c in self.controls}
+        gp = self._values("scheme", "gp_fraction")
+        drop = [b - a for a, b in zip(acc, bp)]
+        gains = {c: [a - n for a, n in zip(acc, ctrl[c])] for c in self.controls}
+        per_seed = []
+        for s, r in zip(self.seeds, self.runs):
+            m = r["scheme"]
+            one = {
+                "seed": s,
+                "accuracy": m["accuracy"],
+                "accuracy_bp": r["bp"]["accuracy"],
+                **{f"accuracy_{c}": r[c]["accuracy"] for c in self.controls},
+                "accuracy_drop": r["bp"]["accuracy"] - m["accuracy"],
+                **{GAIN_KEYS[c]: m["accuracy"] - r[c]["accuracy"] for c in self.controls},
+                "gp_fraction": m["gp_fraction"],
+                **{k: m.get(k) for k in QUALITY_KEYS},
+                "diverged": m["diverged"],
+                "phases": m["phases"],
+                "epochs": m["epochs"],
+            }
+            per_seed.append(one)
+        first = self.runs[0]["scheme"]
+        out = {
+            "config": self.config.to_dict(),
+            # every accuracy below is the proxy's: this task and network after this many epochs
+            "proxy": {"task": self.config.task, "network": self.config.network, "epochs": self.config.epochs,
+                      "label": self.config.proxy},
+            "scheme": self.config.scheme,
+            "seeds": list(self.seeds),
+            "controls": list(self.controls),
+            "accuracy": mean(acc),
+            "accuracy_std": std(acc),
+            "accuracy_bp": mean(bp),
+            "accuracy_bp_std": std(bp),
+        }
+        for c in self.controls:
+            out[f"accuracy_{c}"] = mean(ctrl[c])
+            out[f"accuracy_{c}_std"] = std(ctrl[c])
+        out["accuracy_drop"] = mean(drop)
+        out["accuracy_drop_std"] = std(drop)
+        for c in self.controls:
+            out[GAIN_KEYS[c]] = mean(gains[c])
+            out[f"{GAIN_KEYS[c]}_std"] = std(gains[c])
+        out["gp_fraction"] = mean(gp)
+        out["gp_fraction_std"] = std(gp)
+        for k in QUALITY_KEYS:
+            v = [r["scheme"].get(k) for r in self.runs]
+            v = [x for x in v if x is not None]
+            out[k] = mean(v) if v else None
+            out[f"{k}_std"] = std(v) if v else None
+        out.update({
+            "steps": first["steps"],
+            "warmup_steps": first["warmup_steps"],
+            "predictor_params": first["predictor_params"],
+            "network_params": first["network_params"],
+            "timeline": first["epochs"],
+            "per_seed": per_seed,
+            "cached": self.cached,
+            "wall_s": self.wall_s,
+            "compute_s": self.compute_s,
+        })
+        return out
+
+
+def _knobs(cfg: SurrogateConfig, kind: str, replay_from) -> dict[str, Any]:
+    """What a run depends on: BP the BP knobs; a control the BP knobs, ``true_output_grad``, ``warmup``
+    and the step mask it replays (so every scheme with the same fixed schedule shares its controls);
+    any other run every knob."""
+    if kind == "bp":
+        return cfg.bp_key()
+    if kind in CONTROLS and replay_from is not None:
+        mask = hashlib.sha256(json.dumps(replay_from["phases"]).encode()).hexdigest()[:32]
+        return {**cfg.bp_key(), "true_output_grad": cfg.true_output_grad, "warmup": cfg.warmup, "mask": mask}
+    return cfg.to_dict()
+
+
+def cached_run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=None):
+    """One training run of ``kind`` (a registered scheme name) on ``seed``, from the cache if ``cache`` and
+    stored; ``replay_from``: for a control, the run whose BP/GP step mask it replays. Returns (run, hit)."""
+    knobs = _knobs(cfg, kind, replay_from)
+    path = _path(kind, _key(kind, knobs, seed))
+    if cache:
+        hit = _load(path)
+        if hit is not None:
+            return hit, True
+    from models.surrogate.train import phases_to_mask, train_run
+
+    replay = phases_to_mask(replay_from["phases"]) if replay_from is not None else None
+    out = train_run(cfg, kind, seed, replay=replay)
+    if cache:
+        _store(path, out)
+    return out, False
+
+
+def runs_per_seed(cfg: SurrogateConfig, controls: Sequence[str] = CONTROLS) -> int:
+    """Training runs per seed of :func:`evaluate` with these ``controls`` (the progress total is this times
+    the number of seeds)."""
+    return 2 + len(controls)
+
+
+def evaluate(
+    config: Optional[SurrogateConfig] = None,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    cache: bool = True,
+    progress: Optional[Callable[[int, int, str], None]] = None,
+    controls: Sequence[str] = CONTROLS,
+) -> SurrogateResult:
+    """Train ``config`` (default: the committed default ADA-GP setting) on each seed with its BP
+    reference and its three controls; ``progress(done, total, label)`` is called after each run.
+
+    ``controls``: the controls to run (default all three, in :data:`CONTROLS` order); a caller that needs
+    fewer figures (a search whose metrics need no control) names fewer, and the result then holds no
+    figure of the others. A control as the configured scheme (``null``, ``null_momentum``, ``truncated``)
+    is the control of the ``adagp`` run with the same knobs (which supplies the step mask; it always runs);
+    ``bp`` reports BP as every role."""
+    t0 = time.perf_counter()
+    cfg = SurrogateConfig() if config is None else config
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds: at least one seed")
+    unknown = [c for c in controls if c not in CONTROLS]
+    if unknown:
+        raise ValueError(f"controls: unknown control {unknown[0]!r}; allowed: {', '.join(CONTROLS)}")
+    controls = tuple(c for c in CONTROLS if c in controls or c == cfg.scheme)
+    total = runs_per_seed(cfg, controls) * len(seeds)
+    done = 0
+    all_cached = True
+    runs = []
+    compute = 0.0
+
+    def tick(label):
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total, label)
+
+    for s in seeds:
+        bp, hit = cached_run(cfg, "bp", s, cache)
+        all_cached &= hit
+        tick(f"seed {s}: bp")
+        compute += bp["wall_s"]
+        if cfg.scheme == "bp":
+            one = {"bp": bp, "scheme": bp, **{c: bp for c in controls}}
+            for _ in range(total // len(seeds) - 1):
+                tick(f"seed {s}: bp")
+        else:
+            gen = "adagp" if cfg.scheme in CONTROLS else cfg.scheme
+            main, hit = cached_run(cfg, gen, s, cache)
+            all_cached &= hit
+            tick(f"seed {s}: {gen}")
+            compute += main["wall_s"]
+            one = {"bp": bp, "scheme": main}
+            for c in controls:
+                one[c], hit = cached_run(cfg, c, s, cache, replay_from=main)
+                all_cached &= hit
+                tick(f"seed {s}: {c}")
+                compute += one[c]["wall_s"]
+            if cfg.scheme in CONTROLS:
+                one["scheme"] = one[cfg.scheme]
+        runs.append(one)
+    return SurrogateResult(
+        config=cfg,
+        seeds=seeds,
+        runs=tuple(runs),
+        cached=all_cached,
+        wall_s=time.perf_counter() - t0,
+        compute_s=compute,
+        controls=controls,
+    )
