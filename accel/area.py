@@ -5,8 +5,9 @@
 * vector unit: ``vector_width * vector_lane_area_um2``;
 * leakage: ``total area * leakage_mw_per_mm2``;
 * peak power: leakage + the dynamic power of every PE doing one MAC per cycle (MAC, and the register and
-  inter-PE bytes of the configuration's dataflow per MAC in steady state), the array's SRAM traffic at that rate (rows + cols operand words read, cols results written per
-  cycle, at the default buffers' access energy), the vector unit at full rate, and DRAM at full bandwidth.
+  inter-PE bytes of the configuration's dataflow per MAC in steady state), the array's SRAM traffic at that
+  rate (rows + cols operand words read, cols results written per cycle, at the default buffers' access
+  energy), the vector unit at full rate, and DRAM at full bandwidth.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from accel._blas import one_blas_thread
 from accel.dataflow import DATAFLOWS, Dataflow
 from accel.hardware import Hardware, HardwareArray, as_array, distinct_rows
-from accel._blas import one_blas_thread
 from accel.tech import Tech, default_tech
 
 __all__ = ["GemmCost", "gemm_cost", "Im2col", "op_im2col", "OPERANDS", "ENERGY_COMPONENTS", "IM2COL_ROLES"]
@@ -194,7 +194,7 @@ class _Ifmap:
         # harmless values (a 1x1 input, 1x1 kernel) on rows that are no convolution
         g = {f: np.where(self.conv, getattr(geo, f), 0 if f.startswith("pad") else 1).astype(np.float64)
              for f in _GEOM}
-        one = lambda x: np.where(self.conv, x, 1.0)  # noqa: E731
+        one = lambda x: np.where(self.conv, x, 1.0)  # noqa: E731 - local shorthand
         P, Q = _out_size(g)
         self.P, self.Q = one(P), one(Q)
         self.H, self.W, self.C = one(g["in_h"]), one(g["in_w"]), one(g["in_c"])
@@ -384,7 +384,7 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, ifm: _Ifma
     S, Rop, Cop = op[df.stationary], op[df.row_op], op[df.col_op]
     cs, cr, cc = half[df.stationary], half[df.row_op], half[df.col_op]
     Re, Ce = np.minimum(R, Sr), np.minimum(C, Sc)
-    ext = lambda r, c, t: {Dr: r, Dc: c, Dt: t}  # noqa: E731
+    ext = lambda r, c, t: {Dr: r, Dc: c, Dt: t}  # noqa: E731 - local shorthand
     out_psum = df.col_op == "ofmap"
     Acc = _Operand(acc, _OP_DIMS["ofmap"])
     cop_once = Cop.full()
@@ -524,7 +524,7 @@ _STATIC_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "ifmap_kb", "filter
 def _static(df: Dataflow, M, K, N, rep, ifm: _Ifmap, hw: HardwareArray, idx: np.ndarray, tech: Tech) -> dict:
     """What does not depend on bandwidth, clock or leakage, for configurations ``idx`` (all of dataflow
     ``df``) over all ops: (h, L) arrays (or broadcastable to it), plus the pieces of the time (``_time``)."""
-    col = lambda a: a[idx].astype(np.float64)[:, None]  # noqa: E731
+    col = lambda a: a[idx].astype(np.float64)[:, None]  # noqa: E731 - local shorthand
     R, C = col(hw.rows), col(hw.cols)
     w, a = col(hw.word_bytes), col(hw.acc_bytes)
     half = {op: col(getattr(hw, f"{op}_kb")) * 512.0 for op in OPERANDS}  # bytes in one half
@@ -571,7 +571,7 @@ def _static(df: Dataflow, M, K, N, rep, ifm: _Ifmap, hw: HardwareArray, idx: np.
 def _time(st: dict, rows: np.ndarray, bandwidth: np.ndarray, clock: np.ndarray) -> dict:
     """Cycles and seconds for static rows ``rows`` of ``st`` at these bandwidths and clocks ((n,) each):
     first fill + max(compute, the rest of the DRAM traffic) + last drain, double-buffered."""
-    pick = lambda x: np.broadcast_to(x, st["rest"].shape)[rows]  # noqa: E731
+    pick = lambda x: np.broadcast_to(x, st["rest"].shape)[rows]  # noqa: E731 - local shorthand
     compute, edge, rest = pick(st["compute"]), pick(st["edge"]), pick(st["rest"])
     bpc = bandwidth.astype(np.float64)[:, None] / clock.astype(np.float64)[:, None]  # bytes per cycle
     total = edge / bpc + np.maximum(compute, rest / bpc)

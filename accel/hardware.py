@@ -163,7 +163,8 @@ def _validate(c: Mapping[str, np.ndarray]) -> None:
     check((c["dataflow"] < 0) | (c["dataflow"] >= len(DATAFLOW_NAMES)), "dataflow",
           "must be a code " + ", ".join(f"{i} ({n})" for i, n in enumerate(DATAFLOW_NAMES)), c["dataflow"])
     for f in ("rows", "cols", "vector_width"):
-        check(c[f] < 1, f, "must be an integer >= 1" + (" (impossible hardware: no PEs)" if f != "vector_width" else ""), c[f])
+        check(c[f] < 1, f,
+              "must be an integer >= 1" + (" (impossible hardware: no PEs)" if f != "vector_width" else ""), c[f])
     check(c["word_bytes"] < 1, "word_bytes", "must be an integer >= 1", c["word_bytes"])
     check(c["acc_bytes"] < c["word_bytes"], "acc_bytes", "must be an integer >= word_bytes", c["acc_bytes"])
     for f in ("ifmap_kb", "filter_kb", "ofmap_kb"):

@@ -726,7 +726,7 @@ def model_pipeline(ops, *, stages: int, hw, chunks: int = 1, out_bytes, param_by
             if sel.any():
                 eu[gp_step] = float(np.asarray(vector_cost(ops.vec_elems[sel], hw=h, tech=tech,
                                                            include_leakage=False).energy_pj["total"]).sum())
-        dyn = lambda c: c.energy_total_pj - c.energy_pj["leakage"]  # noqa: E731
+        dyn = lambda c: c.energy_total_pj - c.energy_pj["leakage"]  # noqa: E731 - local shorthand
         cols["eu"].append(eu[False])
         cols["eug"].append(eu[True])
         cols["e_bp"].append(dyn(bp) - eu[False])

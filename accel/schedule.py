@@ -43,11 +43,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accel._blas import one_blas_thread
 from accel.area import leakage_w
 from accel.gemm import gemm_cost, op_im2col
 from accel.hardware import FIELDS, Hardware, HardwareArray, as_array, distinct_rows
 from accel.tech import Tech, default_tech
-from accel._blas import one_blas_thread
 from accel.vector import vector_cost
 
 __all__ = ["StepCost", "StepCosts", "JobCost", "step_costs", "job_cost", "ENERGY_KEYS", "MAIN_PHASES",
@@ -174,7 +174,10 @@ class _Costed:
             for k in ("sram", "dram"):
                 energy[k] = energy[k] + c.energy_pj[k]
         H = len(hw)
-        full = lambda x: np.broadcast_to(np.asarray(x, dtype=np.float64), (H, W.shape[1]))  # noqa: E731
+
+        def full(x):
+            return np.broadcast_to(np.asarray(x, dtype=np.float64), (H, W.shape[1]))
+
         tot = {k: full(x) for k, x in tot.items()}
         energy = {k: full(x) for k, x in energy.items()}
         start = 0
@@ -253,7 +256,7 @@ def step_costs(ops, *, plan=None, hw: Hardware | HardwareArray, tech: Tech | Non
         plan = _FreePlan(np.intersect1d(ops.layer[ph == "fwd"], ops.layer[ph == "update"]).tolist())
     if plan.overlap not in ("per_layer", "after_forward"):
         raise ValueError(f"plan overlap: 'per_layer' or 'after_forward', got {plan.overlap!r}")
-    empty = lambda t: t is None or not len(t.phase)  # noqa: E731
+    empty = lambda t: t is None or not len(t.phase)  # noqa: E731 - local shorthand
     extra_layers: set[int] = set()
     for what, t in (("plan.train", plan.train), ("plan.gp", plan.gp)):
         if empty(t):
@@ -397,14 +400,16 @@ def step_costs(ops, *, plan=None, hw: Hardware | HardwareArray, tech: Tech | Non
 
 def _pick(mask: np.ndarray, a: StepCost, b: StepCost) -> StepCost:
     """Per configuration, ``a`` where ``mask`` else ``b``."""
-    w = lambda x, y: np.where(mask, x, y)  # noqa: E731
-    return StepCost(time_s=w(a.time_s, b.time_s), energy_pj={k: w(a.energy_pj[k], b.energy_pj[k]) for k in ENERGY_KEYS},
-                    dram_bytes=w(a.dram_bytes, b.dram_bytes), parts_s={k: w(a.parts_s[k], b.parts_s[k]) for k in a.parts_s})
+    w = lambda x, y: np.where(mask, x, y)  # noqa: E731 - local shorthand
+    return StepCost(time_s=w(a.time_s, b.time_s),
+                    energy_pj={k: w(a.energy_pj[k], b.energy_pj[k]) for k in ENERGY_KEYS},
+                    dram_bytes=w(a.dram_bytes, b.dram_bytes),
+                    parts_s={k: w(a.parts_s[k], b.parts_s[k]) for k in a.parts_s})
 
 
 def _squeeze(s: StepCosts) -> StepCosts:
     def sq(c: StepCost) -> StepCost:
-        f = lambda a: float(np.asarray(a).reshape(-1)[0])  # noqa: E731
+        f = lambda a: float(np.asarray(a).reshape(-1)[0])  # noqa: E731 - local shorthand
         return StepCost(time_s=f(c.time_s), energy_pj={k: f(v) for k, v in c.energy_pj.items()},
                         dram_bytes=f(c.dram_bytes), parts_s={k: f(v) for k, v in c.parts_s.items()})
     return StepCosts(bp=sq(s.bp), scheme_bp=sq(s.scheme_bp), scheme_gp=sq(s.scheme_gp), scheme=s.scheme)
@@ -413,9 +418,9 @@ def _squeeze(s: StepCosts) -> StepCosts:
 def job_cost(steps: StepCosts, *, n_steps: int, warmup_frac: float = 0.0, gp_fraction: float = 0.0,
              scheme: str | None = None) -> JobCost:
     """A training job of ``n_steps``: for ``scheme="bp"`` every step is plain BP; otherwise (``None``,
-    ``steps.scheme``, or any name when ``steps.scheme`` is ``None``) the first ``round(warmup_frac * n_steps)`` steps are the scheme's BP-phase steps (its
-    predictor trains), then ``round(gp_fraction * rest)`` of the rest are GP steps and the others BP-phase
-    steps."""
+    ``steps.scheme``, or any name when ``steps.scheme`` is ``None``) the first ``round(warmup_frac * n_steps)``
+    steps are the scheme's BP-phase steps (its predictor trains), then ``round(gp_fraction * rest)`` of the
+    rest are GP steps and the others BP-phase steps."""
     if not 0.0 <= warmup_frac <= 1.0 or not 0.0 <= gp_fraction <= 1.0:
         raise ValueError("warmup_frac and gp_fraction must be in [0, 1]")
     if scheme == "bp":

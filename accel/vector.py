@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accel._blas import one_blas_thread
 from accel.area import leakage_w
 from accel.hardware import Hardware, HardwareArray, as_array
-from accel._blas import one_blas_thread
 from accel.tech import Tech, default_tech
 
 __all__ = ["VectorCost", "vector_cost"]
@@ -62,7 +62,7 @@ def vector_cost(elems, *, hw: Hardware | HardwareArray, tech: Tech | None = None
         raise ValueError("dram_fraction: must be in [0, 1]")
     h, single = as_array(hw)
     tech = tech or default_tech()
-    col = lambda a: np.asarray(a, dtype=np.float64)[:, None]  # noqa: E731
+    col = lambda a: np.asarray(a, dtype=np.float64)[:, None]  # noqa: E731 - local shorthand
     if elem_bytes is None:
         eb = col(h.word_bytes)
     else:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import os
 import subprocess
 import sys
@@ -34,8 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel import Hardware, HardwareArray, gemm_cost, op_im2col, vector_cost  # noqa: E402
-from _timing import best_cpu, best_of  # noqa: E402
+from _timing import best_cpu, best_of
+
+from accel import Hardware, HardwareArray, gemm_cost, op_im2col, vector_cost
 
 
 def load() -> str:
@@ -229,7 +229,7 @@ def quickstart_grid():
 
 def main():
     try:
-        import models.zoo  # noqa: F401
+        import models.zoo  # noqa: F401 - availability probe
         have_zoo = True
     except ImportError as exc:
         print(f"models.zoo not importable ({exc}): zoo benchmarks skipped")

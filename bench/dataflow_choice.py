@@ -27,7 +27,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from accel import Hardware, HardwareArray, gemm_cost, op_im2col  # noqa: E402
+from accel import Hardware, HardwareArray, gemm_cost, op_im2col  # noqa: E402 - after the sys.path insert
 
 STUDY = REPO / "studies" / "dataflows.toml"
 WORKLOADS = {"resnet18/cifar10": {"models": ["resnet18"], "dataset": "cifar10", "batch": 128},
@@ -49,10 +49,10 @@ def _grid(space: dict, base: dict) -> list[dict]:
 def grid_comparison():
     from dataclasses import replace
 
-    from dse.evaluation.evaluator import hardware_metrics
     from dse.config.schema import load_toml
-    from dse.search.studyfile import load_study
     from dse.config.workload import Workload
+    from dse.evaluation.evaluator import hardware_metrics
+    from dse.search.studyfile import load_study
     from models.surrogate import SurrogateConfig
 
     spec = load_study(STUDY)

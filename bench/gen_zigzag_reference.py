@@ -106,7 +106,8 @@ def hardware(rows: int, cols: int) -> dict:
                     operands=operands, ports=_ports(dirs, bmin, bmax), served_dimensions=served)
 
     dram_bw = 8 * DRAM_BYTES_PER_CYCLE
-    dram_alloc = [f"{o}, {d}" for o in ("I1", "I2") for d in ("fh", "tl")] + [f"O, {d}" for d in ("fh", "tl", "fl", "th")]
+    dram_alloc = ([f"{o}, {d}" for o in ("I1", "I2") for d in ("fh", "tl")]
+                  + [f"O, {d}" for d in ("fh", "tl", "fl", "th")])
     return dict(
         name=f"dse_{rows}x{cols}",
         memories={
@@ -174,7 +175,7 @@ def write_templates(case, model, name, batch, rows, cols, df):
 
 
 def run_case(case, model, name, batch, rows, cols, df, tmp: Path) -> dict:
-    import yaml
+    import yaml  # noqa: F401 - availability probe: fail on a missing PyYAML before importing ZigZag
     from zigzag.api import get_hardware_performance_zigzag
 
     shape = _shape(model, name, batch)
@@ -229,7 +230,8 @@ def main(argv=None) -> None:
                         wr = csv.DictWriter(f, fieldnames=COLUMNS)
                         wr.writeheader()
                         order = {c[0]: i for i, c in enumerate(LAYERS)}
-                        for x in sorted(rows_out, key=lambda x: (order[x["case"]], int(x["rows"]), ZIGZAG_DATAFLOWS.index(x["dataflow"]))):
+                        for x in sorted(rows_out, key=lambda x: (order[x["case"]], int(x["rows"]),
+                                                                 ZIGZAG_DATAFLOWS.index(x["dataflow"]))):
                             wr.writerow(x)
 
 
@@ -261,15 +263,16 @@ def compare(path: Path = OUT / "reference.csv") -> None:
         for op in ("ifmap", "filter", "ofmap"):
             ratios[op].append(float(g.dram_bytes[op][0]) / float(r[f"zz_dram_{op}_bytes"]))
         best.setdefault((r["case"], r["rows"]), {})[r["dataflow"]] = (e, float(r["zz_energy"]))
-        print(f"{r['case']:<5}{r['rows'] + 'x' + r['cols']:>6}{r['dataflow']:>4}{e:>10.3g}{float(r['zz_energy']):>10.3g}"
-              f"{ratios['energy'][-1]:>7.2f}" + "".join(f"{ratios[op][-1]:>8.2f}" for op in ("ifmap", "filter", "ofmap")))
+        print(f"{r['case']:<5}{r['rows'] + 'x' + r['cols']:>6}{r['dataflow']:>4}{e:>10.3g}"
+              f"{float(r['zz_energy']):>10.3g}{ratios['energy'][-1]:>7.2f}"
+              + "".join(f"{ratios[op][-1]:>8.2f}" for op in ("ifmap", "filter", "ofmap")))
     for k, v in ratios.items():
         v = np.array(v)
         print(f"{k:>7}: median ratio {np.median(v):.2f}, within 2x on {np.mean((v >= 0.5) & (v <= 2)):.0%} of "
               f"{len(v)} rows (range {v.min():.2f}-{v.max():.2f})")
     agree = [min(g, key=lambda d: g[d][0]) == min(g, key=lambda d: g[d][1]) for g in best.values()]
     order = [sorted(g, key=lambda d: g[d][0]) == sorted(g, key=lambda d: g[d][1]) for g in best.values()]
-    spread = lambda g, i: max(x[i] for x in g.values()) / min(x[i] for x in g.values())  # noqa: E731
+    spread = lambda g, i: max(x[i] for x in g.values()) / min(x[i] for x in g.values())  # noqa: E731 - local shorthand
     print(f"best dataflow agrees in {sum(agree)} of {len(agree)} layer x array groups; full order in {sum(order)}; "
           f"median spread across dataflows ours {np.median([spread(g, 0) for g in best.values()]):.2f}x, "
           f"ZigZag {np.median([spread(g, 1) for g in best.values()]):.2f}x")

@@ -17,13 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel import Hardware  # noqa: E402
-from accel.pipeline import SCHEDULES, StageCosts, simulate  # noqa: E402
-from dse.config.configuration import Configuration# noqa: E402
+from accel import Hardware
+from accel.pipeline import SCHEDULES, StageCosts, simulate
+from dse.config.configuration import Configuration
+from dse.config.parallel import ParallelConfig
+from dse.config.workload import Workload
 from dse.evaluation.evaluator import evaluate_hardware
-from dse.config.parallel import ParallelConfig# noqa: E402
-from dse.config.workload import Workload  # noqa: E402
-from models.surrogate import SurrogateConfig  # noqa: E402
+from models.surrogate import SurrogateConfig
 
 #: one accelerator of the pipeline: 64x64 weight-stationary, 3 x 256 KiB, 51.2 GB/s, a time-shared predictor
 HW = Hardware(rows=64, cols=64, dataflow="ws", ifmap_kb=256.0, filter_kb=256.0, ofmap_kb=256.0,
@@ -46,8 +46,8 @@ def table(model: str, stages: int) -> list[str]:
                                            hardware=HW, reference=HW), 0.0)["summary"]
     one = evaluate_hardware(c1, 0.0)["summary"]  # one device, the same micro-batches (gradient accumulation)
     base = evaluate_hardware(config(model, stages, "1f1b", None), 0.0)["summary"]["throughput"]
-    lines = ["| schedule | ADA-GP GP fraction | samples/s | vs 1F1B (BP) | vs one device (BP, same micro-batches) | bubble rate | "
-             "peak activations per device (MB) | energy per sample (mJ) |",
+    lines = ["| schedule | ADA-GP GP fraction | samples/s | vs 1F1B (BP) | vs one device (BP, same micro-batches) | "
+             "bubble rate | peak activations per device (MB) | energy per sample (mJ) |",
              "|---|---|---|---|---|---|---|---|"]
     for name, sch in SCHEDULES.items():
         v = 2 if sch.chunked else 1
@@ -82,6 +82,7 @@ def gantt_png(out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from dse.cli.pipeline import model_steps
 
     colors = {"F": "#4c72b0", "B": "#dd8452", "BW": "#dd8452", "W": "#55a868", "P": "#8172b3", "U": "#937860",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _timing import best_of  # noqa: E402
+from _timing import best_of
 
 STUDY = """
 [study]
@@ -90,13 +90,14 @@ def main() -> None:
     print("\n2. a study trial with [parallel] (target < 100 ms)")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DSE_CACHE_DIR"] = tmp
+        import tomllib
+
         import numpy as np
         import optuna
 
         from dse.evaluation.evaluator import evaluate
         from dse.search.study import _evaluate_trial
         from dse.search.studyfile import spec_from_dict
-        import tomllib
 
         spec = spec_from_dict(tomllib.loads(STUDY))
         rng = np.random.default_rng(0)

@@ -23,15 +23,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accel import Hardware  # noqa: E402
-from accel.schedule import job_cost, step_costs  # noqa: E402
-from dse.config.configuration import Configuration# noqa: E402
+from accel import Hardware
+from accel.schedule import job_cost, step_costs
+from dse.config.configuration import Configuration
+from dse.config.workload import Workload
 from dse.evaluation.evaluator import evaluate_hardware
-from dse.config.workload import Workload  # noqa: E402
-from models.schemes import DNIShape, dni_ops, scheme_plan  # noqa: E402
-from models.surrogate import SurrogateConfig  # noqa: E402
-from models.surrogate.workload import surrogate_net  # noqa: E402
-from models.zoo import build  # noqa: E402
+from models.schemes import DNIShape, dni_ops, scheme_plan
+from models.surrogate import SurrogateConfig
+from models.surrogate.workload import surrogate_net
+from models.zoo import build
 
 HW = Hardware(rows=32, cols=32, dataflow="ws", ifmap_kb=128.0, filter_kb=128.0, ofmap_kb=128.0,
               bandwidth_gbps=25.6, clock_ghz=1.0, vector_width=32, pred_rows=16, pred_cols=16, pred_kb=48.0)

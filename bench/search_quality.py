@@ -64,7 +64,10 @@ def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials
                 strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml",
                 front_size=front_size or spec.front_size)
     url = f"sqlite:///{folder / (name + '.db')}"
-    stop = lambda st: distinct_settings(st) >= runs or len(st.get_trials(deepcopy=False)) >= max_trials  # noqa: E731
+
+    def stop(st) -> bool:
+        return distinct_settings(st) >= runs or len(st.get_trials(deepcopy=False)) >= max_trials
+
     t0 = time.perf_counter()
     run(s, storage=url, trials=100_000, stop=stop)  # the spec's strategy
     st = open_study(s, url, create=False)

@@ -14,7 +14,8 @@
    bound, the CPU time what the run itself costs.
 
     python bench/surrogate_speed.py [--scheme efb] [--seeds 1] [--repeat 20]
-    python bench/surrogate_speed.py --fashion [--seeds 1] [--first-seed 0] [--schemes adagp efb local dni null null_momentum truncated]
+    python bench/surrogate_speed.py --fashion [--seeds 1] [--first-seed 0] \\
+        [--schemes adagp efb local dni null null_momentum truncated]
 
 Uses a fresh temporary cache directory (so the first call really trains; the MNIST-1D data set is
 generated once beforehand and its time reported separately). Prints ``uptime``: on a loaded machine the

@@ -10,8 +10,8 @@ The public API (keyword arguments after the study; details in :mod:`dse.api`)::
     study.export(knee=True)                            # TOML that `dse evaluate` reproduces exactly
     dse.evaluate(dse.load_configuration("knee.toml"))  # every metric of one configuration
 
-Extension points, one place each: metrics (:mod:`dse.evaluation.metrics`), search strategies (:mod:`dse.search.strategies`),
-samplers (:mod:`dse.search.samplers`).
+Extension points, one place each: metrics (:mod:`dse.evaluation.metrics`), search strategies
+(:mod:`dse.search.strategies`), samplers (:mod:`dse.search.samplers`).
 Names are imported on first use, so ``import dse`` stays light (the CLI checks files before importing Optuna).
 """
 
@@ -19,10 +19,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from dse.config.configuration import Configuration, load_configuration
 from dse.errors import UsageError
-
-from dse.config.configuration import Configuration, load_configuration  # noqa: E402 - after __version__
-from dse.evaluation.evaluator import evaluate  # noqa: E402
+from dse.evaluation.evaluator import evaluate
 
 _API = ("load_study", "run", "open_study", "Study", "configuration", "StudySpec", "Point")
 

@@ -99,8 +99,8 @@ def load_topology(path: str | Path) -> Net:
         name = r[0]
         need = 4 if gemm else 8
         if len(r) < need:
-            raise ValueError(f"{p}:{lineno}: expected {need} values ({', '.join(GEMM_HEADER if gemm else CONV_HEADER)}),"
-                             f" got {len(r)}")
+            header = GEMM_HEADER if gemm else CONV_HEADER
+            raise ValueError(f"{p}:{lineno}: expected {need} values ({', '.join(header)}), got {len(r)}")
         if gemm:
             m, n, kk = _ints(p, lineno, r[1:4], ["M", "N", "K"])
             x = Tensor(kk, m, 1, grad=k > 0)
@@ -208,11 +208,11 @@ def load_onnx(path: str | Path) -> Net:
     p = Path(path)
     try:
         model = onnx.load(str(p))
-    except Exception as e:  # noqa: BLE001 - protobuf raises several types for a file that is not ONNX
+    except Exception as e:  # protobuf raises several types for a file that is not ONNX
         raise ValueError(f"{p}: not a readable ONNX model ({type(e).__name__}: {e})") from None
     try:
         model = shape_inference.infer_shapes(model, strict_mode=True)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise ValueError(f"{p}: ONNX shape inference failed: {str(e).splitlines()[0] if str(e) else e}") from None
     g = model.graph
     inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}

@@ -15,7 +15,7 @@ classes) and the Transformer (token sequences) have a single ``native`` set-up.
 
 from __future__ import annotations
 
-import models.nets  # noqa: F401  (importing the network modules registers their builders)
+import models.nets  # noqa: F401 - importing the network modules registers their builders
 from models.graph import Net
 from models.nets.registry import DATASETS, ENTRIES, ZooEntry, dataset_input, register
 

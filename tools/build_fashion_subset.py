@@ -118,7 +118,8 @@ def main() -> int:
     data = write_npz(args.out, arrays)
     print(f"wrote {args.out} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}); "
           f"train {arrays['x'].shape}, test {arrays['x_test'].shape}, "
-          f"train per class {np.bincount(arrays['y']).tolist()}, test per class {np.bincount(arrays['y_test']).tolist()}")
+          f"train per class {np.bincount(arrays['y']).tolist()}, "
+          f"test per class {np.bincount(arrays['y_test']).tolist()}")
     return 0
 
 

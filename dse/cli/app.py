@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         rv = app(args=argv, prog_name="dse", standalone_mode=False)
-    except SystemExit as e:
+    except SystemExit:
         # typer turns a broken pipe (EPIPE) into exit 1 after wrapping the streams in PacifyFlushWrapper
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":
             _reader_gone()
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         typer.echo("dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except Exception as e:  # noqa: BLE001 - last-resort handler: one line unless --debug
+    except Exception as e:  # last-resort handler: one line unless --debug
         from models.surrogate.tasks import CacheError
 
         if isinstance(e, CacheError):  # the surrogate cache cannot be used: names the folder

@@ -32,9 +32,9 @@ def evaluate_cmd(
     from dataclasses import replace
 
     from dse.cli.output import echo_json, echo_table
-    from dse.evaluation.evaluator import evaluate as run
     from dse.config.configuration import load_configuration
     from dse.config.workload import Workload
+    from dse.evaluation.evaluator import evaluate as run
 
     if seeds is not None and not 1 <= seeds <= 10:
         raise UsageError(f"--seeds: must be an integer from 1 to 10, got {seeds}")

@@ -67,7 +67,7 @@ def _result(desc, mkn, hw, geo) -> dict:
 
     m, k, n = mkn
     r = gemm_cost([m], [k], [n], hw=hw, im2col=geo)
-    one = lambda a: float(a[0])  # noqa: E731
+    one = lambda a: float(a[0])  # noqa: E731 - local shorthand
     return {
         "layer": desc,
         "M": m, "K": k, "N": n,
@@ -93,23 +93,29 @@ def _result(desc, mkn, hw, geo) -> dict:
 def layer(
     gemm: Annotated[Optional[tuple[int, int, int]], typer.Option(
         "--gemm", metavar="M K N",
-        help="A GEMM A[M x K] @ B[K x N]: M output rows (e.g. batch*pixels), K the reduction, N output columns.")] = None,
+        help="A GEMM A[M x K] @ B[K x N]: M output rows (e.g. batch*pixels), K the reduction, "
+             "N output columns.")] = None,
     conv: Annotated[Optional[tuple[int, int, int, int, int, int]], typer.Option(
         "--conv", metavar="H W C M R S",
         help="A convolution: input H x W with C channels, M filters of R x S (with --stride, --pad); the array "
              "runs its im2col GEMM (P*Q, R*S*C, M), DRAM reads the raw input.")] = None,
     stride: Annotated[int, typer.Option("--stride", help="Convolution stride (output floor((H+2*pad-R)/s)+1).")] = 1,
-    pad: Annotated[int, typer.Option("--pad", help="Convolution zero padding on each side (not fetched from DRAM).")] = 0,
+    pad: Annotated[int, typer.Option(
+        "--pad", help="Convolution zero padding on each side (not fetched from DRAM).")] = 0,
     rows: Annotated[int, typer.Option("--rows", help="PE array rows.")] = 32,
     cols: Annotated[int, typer.Option("--cols", help="PE array columns.")] = 32,
     dataflow: Annotated[str, typer.Option(
         "--dataflow", help="Dataflow: os (output stationary), ws (weight stationary), is (input stationary), "
                            "or all (a table of the three).")] = "os",
     word_bytes: Annotated[int, typer.Option("--word-bytes", help="Bytes per operand word (2 = bf16, 1 = int8).")] = 2,
-    acc_bytes: Annotated[int, typer.Option("--acc-bytes", help="Bytes per accumulator / partial sum (>= word bytes).")] = 4,
-    ifmap_kb: Annotated[float, typer.Option("--ifmap-kb", help="Ifmap (A operand) SRAM in KiB, double-buffered.")] = 64.0,
-    filter_kb: Annotated[float, typer.Option("--filter-kb", help="Filter (B operand) SRAM in KiB, double-buffered.")] = 64.0,
-    ofmap_kb: Annotated[float, typer.Option("--ofmap-kb", help="Ofmap (output / partial sums) SRAM in KiB, double-buffered.")] = 64.0,
+    acc_bytes: Annotated[int, typer.Option(
+        "--acc-bytes", help="Bytes per accumulator / partial sum (>= word bytes).")] = 4,
+    ifmap_kb: Annotated[float, typer.Option(
+        "--ifmap-kb", help="Ifmap (A operand) SRAM in KiB, double-buffered.")] = 64.0,
+    filter_kb: Annotated[float, typer.Option(
+        "--filter-kb", help="Filter (B operand) SRAM in KiB, double-buffered.")] = 64.0,
+    ofmap_kb: Annotated[float, typer.Option(
+        "--ofmap-kb", help="Ofmap (output / partial sums) SRAM in KiB, double-buffered.")] = 64.0,
     bandwidth: Annotated[float, typer.Option("--bandwidth", metavar="GBPS", help="DRAM bandwidth in GB/s.")] = 25.6,
     clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="Accelerator clock in GHz.")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")] = False,

@@ -41,10 +41,11 @@ def models_cmd(
 ) -> None:
     """The workload zoo: name, input, GEMM layers, parameters and forward MACs per sample.
 
-    MACs count the multiply-accumulates of conv and linear layers per sample (torchvision's "GFLOPS" convention); attention's weight-free matmuls are reported separately as matmul_macs.
+    MACs count the multiply-accumulates of conv and linear layers per sample (torchvision's "GFLOPS"
+    convention); attention's weight-free matmuls are reported separately as matmul_macs.
     """
-    from models import zoo
     from dse.config.values import check_number
+    from models import zoo
 
     check_number(batch, "--batch")
 

@@ -8,7 +8,8 @@ import typer
 
 __all__ = ["STUDY_ARG", "ACCEPT_OPT", "STORAGE_OPT", "load_spec"]
 
-STUDY_ARG = typer.Argument(..., metavar="STUDY.toml", help="Study file (TOML): workload, search space, objectives, constraints.")
+STUDY_ARG = typer.Argument(..., metavar="STUDY.toml",
+                           help="Study file (TOML): workload, search space, objectives, constraints.")
 ACCEPT_OPT = typer.Option(False, "--accept-changes",
                           help="Continue a study although its file changed since the study was made (space, "
                                "objectives, constraints, strategy, base configuration): the study then "

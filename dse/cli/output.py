@@ -32,7 +32,7 @@ def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str
     cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c, "") is None for r in rows) for c in columns]
-    line = lambda vals: "  ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731
+    line = lambda vals: "  ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731 - local row formatter
                                   for v, w, n in zip(vals, widths, numeric)).rstrip()
     typer.echo(line(columns))
     typer.echo(line(["-" * w for w in widths]))

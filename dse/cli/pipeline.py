@@ -13,7 +13,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from accel import DATAFLOW_NAMES
+from accel.pipeline import SCHEDULES
 from dse.errors import UsageError
+from models.schemes import PREDICTING
 
 __all__ = ["pipeline", "explicit_steps", "model_steps"]
 
@@ -58,16 +61,17 @@ def explicit_steps(stages: int, microbatches: int, tf: float, tb: float, tw: flo
 
 def model_steps(cfg, schedule: str, gp_fraction: float):
     """(BP step, GP step or None, ModelPipeline) of ``cfg``'s first model in its ``[parallel]`` pipeline;
-    times in seconds. The BP step is plain BP, or ADA-GP's BP phase when ``gp_fraction > 0``."""
+    times in seconds. The BP step is plain BP, or the BP phase of ``cfg``'s gradient scheme when
+    ``gp_fraction > 0``; the GP step is that scheme's."""
     from accel.pipeline import pipeline_job
     from dse.evaluation.multi_accelerator import model_stages
 
     par = cfg.parallel
     mp = model_stages(cfg, cfg.workload.models[0])
     kw = dict(n_steps=1, samples_per_step=cfg.workload.batch, replicas=par.replicas, link=par.link)
-    scheme = "adagp" if gp_fraction > 0 else "bp"
+    scheme = cfg.training.scheme if gp_fraction > 0 else "bp"
     bp = pipeline_job(mp, schedule, par.microbatches, scheme=scheme, gp_fraction=0.0, **kw).step["bp"]
-    gp = pipeline_job(mp, schedule, par.microbatches, scheme="adagp", gp_fraction=1.0, **kw).step["gp"] \
+    gp = pipeline_job(mp, schedule, par.microbatches, scheme=scheme, gp_fraction=1.0, **kw).step["gp"] \
         if gp_fraction > 0 else None
     return bp, gp, mp
 
@@ -88,7 +92,7 @@ def pipeline(
     stages: Annotated[int, typer.Option("--stages", "-p", help="Pipeline stages (one accelerator each).")] = 4,
     microbatches: Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = 8,
     schedule: Annotated[str, typer.Option(
-        "--schedule", "-s", help="gpipe, 1f1b, 1f1b-interleaved, zb-h1, zb-h2, 2bp; a comma-separated list, or "
+        "--schedule", "-s", help=f"{', '.join(SCHEDULES)}; a comma-separated list, or "
                                  "all.")] = "1f1b",
     chunks: Annotated[int, typer.Option("--chunks", "-v", help="Model chunks per device (1f1b-interleaved).")] = 1,
     tf: Annotated[Optional[float], typer.Option("--tf", help="Forward time of one micro-batch per stage.")] = None,
@@ -98,15 +102,21 @@ def pipeline(
                                                        "(or gradients) between neighbouring stages.")] = 0.0,
     tp: Annotated[float, typer.Option("--tp", help="Predictor work per micro-batch in a GP step (with --tf).")] = 0.0,
     gp_fraction: Annotated[float, typer.Option(
-        "--gp-fraction", help="Share of steps that are ADA-GP GP steps (0-1): reports the GP step and the mix.")] = 0.0,
-    model: Annotated[Optional[str], typer.Option("--model", help="A zoo model, cut into balanced stages on "
-                                                                 "the accelerator (instead of --tf/--tb/--tw).")] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="With --model: imagenet, cifar10, cifar100.")] = None,
+        "--gp-fraction", help="Share of steps that are GP steps of --scheme (0-1): reports the GP step and the "
+                              "mix.")] = 0.0,
+    scheme: Annotated[Optional[str], typer.Option(
+        "--scheme", help=f"With --model and --gp-fraction: the gradient scheme ({', '.join(PREDICTING)}; default: "
+                         "the configuration's default, adagp).")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", help="A zoo model, cut into balanced stages on the accelerator "
+                        "(instead of --tf/--tb/--tw).")] = None,
+    dataset: Annotated[Optional[str], typer.Option(
+        "--dataset", help="With --model: imagenet, cifar10, cifar100.")] = None,
     batch: Annotated[int, typer.Option("--batch", "-b", help="With --model: samples per step (all micro-batches "
                                                             "of all replicas).")] = 32,
     rows: Annotated[int, typer.Option("--rows", help="PE array rows (with --model).")] = 32,
     cols: Annotated[int, typer.Option("--cols", help="PE array columns (with --model).")] = 32,
-    dataflow: Annotated[str, typer.Option("--dataflow", help="os, ws or is (with --model).")] = "os",
+    dataflow: Annotated[str, typer.Option("--dataflow", help=f"{', '.join(DATAFLOW_NAMES)} (with --model).")] = "os",
     sram_kb: Annotated[float, typer.Option("--sram-kb", help="KiB of each of the three SRAMs (with --model).")] = 64.0,
     bandwidth: Annotated[float, typer.Option("--bandwidth", metavar="GBPS", help="DRAM GB/s (with --model).")] = 25.6,
     clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="Clock in GHz (with --model).")] = 1.0,
@@ -120,8 +130,9 @@ def pipeline(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
     """Time one training step of pipeline schedules: makespan, span, bubble rate, idle time and peak
-    activations per stage, an ASCII Gantt chart; with --gp-fraction also the ADA-GP GP step (forward and
-    predictor only: no backward, no backward messages) and the mix."""
+    activations per stage, an ASCII Gantt chart; with --gp-fraction also the GP step of a gradient scheme
+    (with --tf/--tb/--tw: forward and predictor only, no backward, no backward messages; with --model: the
+    scheme's own ops) and the mix."""
     from accel.pipeline import chrome_trace, gantt
 
     names = _schedules(schedule)
@@ -149,7 +160,7 @@ def pipeline(
         if explicit:
             raise UsageError(f"{explicit[0]}: give either --model or explicit times, not both")
         cfg = _model_config(model, dataset, batch, rows, cols, dataflow, sram_kb, bandwidth, clock_ghz, stages,
-                            microbatches, names[0], chunks, link_gbps, link_latency_us, replicas)
+                            microbatches, names[0], chunks, link_gbps, link_latency_us, replicas, scheme)
         header = ""
         for n in names:
             from dataclasses import replace
@@ -221,11 +232,12 @@ def _option(msg: str) -> str:
 
 
 def _model_config(model, dataset, batch, rows, cols, dataflow, sram_kb, bandwidth, clock_ghz, stages,
-                  microbatches, schedule, chunks, link_gbps, link_latency_us, replicas):
+                  microbatches, schedule, chunks, link_gbps, link_latency_us, replicas, scheme=None):
     from accel import Hardware
-    from dse.config.configuration import Configuration
+    from dse.config.configuration import Configuration, check_scheme
     from dse.config.parallel import ParallelConfig, microbatch_size
     from dse.config.workload import Workload
+    from models.surrogate import SurrogateConfig
 
     w = {"models": [model], "batch": batch}
     if dataset is not None:
@@ -245,4 +257,10 @@ def _model_config(model, dataset, batch, rows, cols, dataflow, sram_kb, bandwidt
         microbatch_size(batch, par)
     except ValueError as e:
         raise UsageError(_option(str(e))) from None
-    return Configuration(workload=workload, hardware=hw, parallel=par)
+    training = SurrogateConfig()
+    if scheme is not None:
+        if scheme not in PREDICTING:
+            raise UsageError(f"--scheme: one of {', '.join(PREDICTING)}; got {scheme!r}")
+        check_scheme(scheme, "--scheme")
+        training = training.replace(scheme=scheme)
+    return Configuration(workload=workload, training=training, hardware=hw, parallel=par)

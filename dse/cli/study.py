@@ -15,6 +15,8 @@ import typer
 
 from dse.cli.options import ACCEPT_OPT, STORAGE_OPT, STUDY_ARG, load_spec
 from dse.errors import UsageError
+from dse.search.samplers import SAMPLERS
+from dse.search.strategies import STRATEGIES, describe_strategies
 
 COMMANDS = ("run", "worker", "status", "pareto", "plot", "export")
 
@@ -25,13 +27,11 @@ def run(
                                          help="Trial budget (finished trials), overriding [study] trials."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop after this many seconds."),
     sampler: Optional[str] = typer.Option(None, "--sampler",
-                                          help="nsga2, nsga3, tpe, random, qmc or grid, overriding the file."),
+                                          help=f"{', '.join(SAMPLERS)}, overriding the file."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, overriding the file."),
     strategy: Optional[str] = typer.Option(
         None, "--strategy",
-        help="joint (Optuna samples every knob) or hybrid (Optuna samples training knobs; the hardware model "
-             "searches hardware exhaustively or on thousands of points per trained setting), overriding "
-             "[study] strategy."),
+        help=f"{describe_strategies()}, overriding [study] strategy."),
     storage: Optional[str] = STORAGE_OPT,
     workers: Optional[int] = typer.Option(None, "--workers", "-w",
                                           help="Local worker processes sharing the budget, overriding [study] "
@@ -105,9 +105,9 @@ def run(
 
 def _all_failed(spec, storage, study_file) -> None:
     """Every trial failed: a one-line error with the most common reason (exit 2)."""
-    from dse.search.study import open_study
-
     import optuna
+
+    from dse.search.study import open_study
 
     study = open_study(spec, storage, create=False)
     trials = study.get_trials(deepcopy=False)
@@ -283,7 +283,7 @@ def worker(
                                                         "seed + 1000 x index (+ trials done so far)."),
     trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1, help="The shared trial budget "
                                                                            "(default: the file's)."),
-    sampler: Optional[str] = typer.Option(None, "--sampler", help="Sampler, overriding the file."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help=f"{', '.join(SAMPLERS)}, overriding the file."),
     seed: Optional[int] = typer.Option(None, "--seed", help="The study's seed, overriding the file."),
     heartbeat: Optional[int] = typer.Option(None, "--heartbeat", min=1,
                                             help="Seconds between heartbeats (RDB storages): a trial whose "
@@ -291,8 +291,8 @@ def worker(
                                                  "Default: 5 for PostgreSQL/MySQL, off otherwise (local "
                                                  "workers are watched by process id)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the final line."),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="joint or hybrid, overriding the file "
-                                                                    "(it must match the study's)."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help=f"{' or '.join(STRATEGIES)}, overriding "
+                                                                    "the file (it must match the study's)."),
     accept_changes: bool = ACCEPT_OPT,
 ) -> None:
     """Join a study as one worker: run trials until the shared budget is met.

@@ -50,8 +50,8 @@ def show(
     utilization, stalls, DRAM bytes, energy by component)."""
     _check_format(fmt)
     spec = load_spec(study_file)
-    from dse.search.study import open_study
     from dse.results.views import trial_detail, unit_of
+    from dse.search.study import open_study
 
     if trial < 0:
         raise UsageError(f"TRIAL: must be a trial number >= 0, got {trial}")
@@ -201,8 +201,8 @@ def compare(
     objective the least demanding of the studies' own), and how many of each study's front points another's
     front dominates."""
     from dse.results.compare import compare as run_compare
-    from dse.search.study import hv_reference, load_points, open_study
     from dse.results.views import label_of, natural_direction
+    from dse.search.study import hv_reference, load_points, open_study
 
     _check_format(fmt)
     if len(study_files) < 2:

@@ -10,8 +10,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from dse.errors import UsageError
 from dse.config.values import check_document, check_number
+from dse.errors import UsageError
 
 __all__ = ["load_toml", "take", "check_keys", "TYPE_NAMES"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from dse.errors import UsageError
 from dse.config.schema import check_keys, take
+from dse.errors import UsageError
 
 __all__ = ["Workload"]
 

@@ -137,7 +137,7 @@ def _job_row(model: str, job, bp, ref, steps: int) -> dict:
 def _summary(cfg: Configuration, rows: list[dict], tech: Tech, gp_fraction: float) -> dict:
     """The evaluation's result: the model rows, a summary and the per-hardware metrics, which the registry
     computes from the rows' per-model quantities (each a (models, 1) array: one hardware point)."""
-    col = lambda k: np.array([[r[k]] for r in rows], dtype=np.float64)  # noqa: E731 - (models, 1)
+    col = lambda k: np.array([[r[k]] for r in rows], dtype=np.float64)  # noqa: E731 - local shorthand, (models, 1)
     q = {k: col(k) for k in _PER_MODEL}
     q["samples"] = np.array([[r["steps"] * cfg.workload.batch] for r in rows], dtype=np.float64)
     q["area_mm2"] = np.array([area_mm2(cfg.hardware, tech)], dtype=np.float64)
@@ -220,7 +220,6 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
     seeds = tuple(range(cfg.seeds)) if seeds is None else seeds
     if cfg.gp_fraction is None or cfg.accuracy:
         from models.surrogate import evaluate as run_surrogate
-
         from models.surrogate.evaluation import CONTROLS
 
         controls = CONTROLS if metrics is None else registry.controls_for(metrics)

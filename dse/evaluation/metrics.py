@@ -22,8 +22,9 @@ and the public API all read this table; nothing else lists metrics.
   ``hv_baseline_factor`` times the metric's value for the reference accelerator running plain BP.
 
 If the metric needs a quantity that does not exist yet, the evaluation that produces it adds it to the
-mapping it passes to :func:`compute` (``dse/evaluation/evaluator.py``: ``_hardware_quantities`` for per-model hardware
-figures) and lists it in :data:`QUANTITIES`; the metric's tests go beside the evaluation's
+mapping it passes to :func:`compute` (a per-model hardware figure: from
+:func:`dse.evaluation.evaluator.model_cost`, in the model rows of ``evaluate_hardware`` and the arrays of
+``hardware_metrics``) and lists it in :data:`QUANTITIES`; the metric's tests go beside the evaluation's
 (``tests/dse/test_evaluate.py``), whose check that the scalar and the vectorized paths agree covers every
 registered per-hardware metric.
 """

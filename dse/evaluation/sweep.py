@@ -12,8 +12,8 @@ import itertools
 import re
 from typing import Any, Callable
 
-from dse.errors import UsageError
 from dse.config.configuration import Configuration
+from dse.errors import UsageError
 from dse.evaluation.evaluator import evaluate
 
 __all__ = ["parse_knob", "sweep", "SECTIONS"]

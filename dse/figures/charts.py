@@ -294,8 +294,9 @@ def parallel_front(spec, front_pts, label, colour_by: int = 0):
 def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
     """Stacked bars of a training job's energy by component for chosen configurations (and the reference
     accelerator running plain BP), summed over the workload's models."""
-    import matplotlib.pyplot as plt
     from dataclasses import replace
+
+    import matplotlib.pyplot as plt
 
     from accel.schedule import ENERGY_KEYS
     from dse.config.configuration import Configuration

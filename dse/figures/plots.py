@@ -10,10 +10,10 @@ import numpy as np
 import optuna
 import pandas as pd
 
+from dse.results.views import label_of as _label
 from dse.search.pareto import front, hypervolume
 from dse.search.study import hv_reference, load_points
 from dse.search.studyfile import StudySpec
-from dse.results.views import label_of as _label
 
 __all__ = ["make_plots"]
 

@@ -90,10 +90,10 @@ def _img(path: Path, alt: str) -> str:
 
 def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``."""
-    from dse.search.pareto import front
     from dse.figures.plots import make_plots
-    from dse.search.study import hv_reference, load_points
     from dse.results.views import front_rows, hv_source, metric_names, status_summary, unit_of
+    from dse.search.pareto import front
+    from dse.search.study import hv_reference, load_points
 
     pts = load_points(study, spec)
     f = front(pts, spec.directions)

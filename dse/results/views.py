@@ -1,4 +1,5 @@
-"""Views of a study for a researcher. One design point in depth: a trial's configuration, every metric, per model, per layer and phase.
+"""Views of a study for a researcher. One design point in depth: a trial's configuration, every metric, per
+model, per layer and phase.
 
 :func:`trial_detail` gathers what ``dse show`` prints; :func:`layer_table` costs a configuration's training
 step op by op (the view SCALE-Sim, Timeloop and ZigZag users are used to). Each op is costed alone with the
@@ -17,12 +18,13 @@ import numpy as np
 from accel import gemm_cost
 from accel.schedule import ENERGY_KEYS
 from accel.vector import vector_cost
-from dse.errors import UsageError
 from dse.config.configuration import Configuration
-from dse.evaluation.workloads import model_key, technology, training_ops
+from dse.errors import UsageError
 from dse.evaluation.evaluator import evaluate_hardware
+from dse.evaluation.workloads import model_key, technology, training_ops
 
-__all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table", "find_trial", "status_summary", "front_rows", "metric_order"]
+__all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table",
+           "find_trial", "status_summary", "front_rows", "metric_order"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
 

@@ -26,7 +26,6 @@ import threading
 import time
 from contextlib import contextmanager
 
-
 from dse.errors import UsageError
 
 __all__ = ["Guard", "guarded", "queue", "drop_queued", "orphans", "owner", "owner_alive",
@@ -227,7 +226,7 @@ def _fail(study, t, reason: str) -> bool:
     try:
         st.set_trial_user_attr(t._trial_id, "fail_reason", reason)
         return st.set_trial_state_values(t._trial_id, TrialState.FAIL)
-    except Exception:  # noqa: BLE001 - finished meanwhile
+    except Exception:  # finished meanwhile
         return False
 
 
@@ -239,7 +238,7 @@ def drop_queued(study) -> int:
     n = 0
     try:
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    except Exception:  # noqa: BLE001 - the storage is gone (a fault): nothing can be recorded
+    except Exception:  # the storage is gone (a fault): nothing can be recorded
         return 0
     for t in waiting:
         if t.user_attrs.get("queued_by") == me:

@@ -19,8 +19,20 @@ from optuna.trial import TrialState
 from dse.search.pareto import Point, front, hypervolume
 from dse.search.runguard import derive_seed, guarded
 from dse.search.strategies import strategy_class
-from dse.search.study import (RunResult, check_cache, counts_toward_budget, failed_count, hv_reference, load_points,
-                              mask_url, open_study, point_of, recover_dead_workers, storage_url, trial_objective)
+from dse.search.study import (
+    RunResult,
+    check_cache,
+    counts_toward_budget,
+    failed_count,
+    hv_reference,
+    load_points,
+    mask_url,
+    open_study,
+    point_of,
+    recover_dead_workers,
+    storage_url,
+    trial_objective,
+)
 
 if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec

@@ -8,9 +8,19 @@ is built, not with this module, so that a study file is validated without import
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from typing import Any, Callable
 
 __all__ = ["SAMPLERS", "make_sampler"]
+
+
+@contextmanager
+def _quiet(optuna):
+    """Optuna's "experimental" notice (NSGA-III, QMC): stable in use here, and not the user's concern."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
 
 
 def _nsga2(spec, seed: int):
@@ -22,7 +32,8 @@ def _nsga2(spec, seed: int):
 def _nsga3(spec, seed: int):
     import optuna
 
-    return optuna.samplers.NSGAIIISampler(seed=seed, population_size=spec.population or 20)
+    with _quiet(optuna):
+        return optuna.samplers.NSGAIIISampler(seed=seed, population_size=spec.population or 20)
 
 
 def _tpe(spec, seed: int):
@@ -40,7 +51,8 @@ def _random(spec, seed: int):
 def _qmc(spec, seed: int):
     import optuna
 
-    return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
+    with _quiet(optuna):
+        return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
 
 
 def _grid(spec, seed: int):

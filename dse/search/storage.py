@@ -310,7 +310,7 @@ def _make_backend():
 _BACKEND = None
 
 
-def SafeJournalFileBackend(path: str):  # noqa: N802 - a class made on first use (Optuna is imported late)
+def SafeJournalFileBackend(path: str):  # named like a class: its class is made on first use (Optuna imported late)
     """A journal file backend whose appends never leave a torn record (see the module docstring)."""
     global _BACKEND
     if _BACKEND is None:

@@ -34,22 +34,29 @@ from typing import TYPE_CHECKING, Any, Callable
 import optuna
 from optuna.trial import TrialState
 
-from dse.search import runguard
-from dse.evaluation import metrics as registry
-from dse.errors import UsageError
-from dse.search.samplers import make_sampler
-from dse.search.storage import (SafeJournalFileBackend, mask_url, normalize_url, readable_copy, repair_journal,
-                                storage_fault)
-from dse.evaluation.evaluator import evaluate, evaluate_hardware
-from dse.search.pareto import Point
 from dse.config.space import Bundle, Choice, Range
+from dse.errors import UsageError
+from dse.evaluation import metrics as registry
+from dse.evaluation.evaluator import evaluate, evaluate_hardware
+from dse.search import runguard
 from dse.search.identity import identity_change
+from dse.search.pareto import Point
+from dse.search.samplers import make_sampler
+from dse.search.storage import (
+    SafeJournalFileBackend,
+    mask_url,
+    normalize_url,
+    readable_copy,
+    repair_journal,
+    storage_fault,
+)
 
 if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec
 
-__all__ = ["open_study", "open_storage", "suggest", "distribution", "trial_objective", "counts_toward_budget", "load_points", "point_of", "trial_record", "storage_url", "mask_url",
-           "hv_reference", "TrialFailed", "RunResult", "FINISHED"]
+__all__ = ["open_study", "open_storage", "suggest", "distribution", "trial_objective", "counts_toward_budget",
+           "load_points", "point_of", "trial_record", "storage_url", "mask_url", "hv_reference", "TrialFailed",
+           "RunResult", "FINISHED"]
 
 #: trial states that have ended (whether they count toward the budget is decided by :func:`counts_toward_budget`)
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
@@ -177,7 +184,8 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
     try:
         if create:
             study = optuna.create_study(storage=st, study_name=spec.name, directions=spec.directions,
-                                        load_if_exists=True, sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
+                                        load_if_exists=True,
+                                        sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
         else:
             study = optuna.load_study(storage=st, study_name=spec.name,
                                       sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
@@ -185,7 +193,7 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
         raise UsageError(f"study {spec.name!r} is not in {mask_url(url)}; run `dse run` first") from None
     except ValueError as e:
         raise UsageError(f"study {spec.name!r} in {mask_url(url)}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - storage errors surface on first use
+    except Exception as e:  # storage errors surface on first use
         fault = storage_fault(e, url)
         if fault is not None:
             raise fault from None
@@ -354,7 +362,7 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
                 guard.record_fault(e)
                 try:
                     trial.set_user_attr("fail_reason", f"interrupted by a fault: {type(e).__name__}: {e}")
-                except Exception:  # noqa: BLE001 - the storage itself may be the fault
+                except Exception:  # the storage itself may be the fault
                     pass
                 raise
             trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input:
@@ -364,8 +372,8 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
 
 
 def _is_fault(e: BaseException) -> bool:
-    from models.surrogate import CacheError
     from dse.search.storage import fault_of
+    from models.surrogate import CacheError
 
     return isinstance(e, CacheError) or fault_of(e) is not None
 
@@ -438,8 +446,8 @@ def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
 
 def check_cache() -> None:
     """UsageError naming the surrogate cache folder unless this process can write into it."""
-    from models.surrogate import cache_dir
     from dse.search.storage import check_writable_dir
+    from models.surrogate import cache_dir
 
     check_writable_dir(cache_dir(), "surrogate cache", "set DSE_CACHE_DIR to a writable folder")
 
@@ -469,7 +477,7 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
     for t in running:
         try:
             study.tell(t.number, state=TrialState.FAIL)
-        except Exception:  # noqa: BLE001 - another worker got there first
+        except Exception:  # another worker got there first
             continue
         runguard.queue(study, t.params, retry_of=t.number)
         out.append(t.number)

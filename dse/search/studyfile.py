@@ -15,7 +15,7 @@ workers = 2                 # local processes `dse run` starts by default (1; --
                             # task and epochs name the accuracy proxy and its budget (default mnist1d, 10)
 [hardware]   ...            # base candidate accelerator (accel.Hardware); [space.hardware] varies it
 [reference]  ...            # the plain-BP baseline accelerator
-[parallel]   ...            # optional: a job over several accelerators (dse.evaluation.multi_accelerator.ParallelConfig)
+[parallel]   ...            # optional: a job over several accelerators (dse.config.parallel.ParallelConfig)
 technology = "tech.toml"    # optional technology table
 
 [space.training]            # knobs: a fixed value, a list of choices, or {low, high, log, step}
@@ -47,15 +47,15 @@ from typing import Any
 
 import numpy as np
 
-from accel.hardware import FIELDS as HARDWARE_FIELDS
 from accel import Hardware
-from dse.errors import UsageError
-from dse.evaluation import metrics as registry
+from accel.hardware import FIELDS as HARDWARE_FIELDS
 from dse.config.configuration import Configuration, check_scheme
 from dse.config.parallel import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
 from dse.config.schema import check_keys, load_toml, take
-from dse.config.values import check_name, check_number
 from dse.config.space import Bundle, Choice, Fixed, Range, Space
+from dse.config.values import check_name, check_number
+from dse.errors import UsageError
+from dse.evaluation import metrics as registry
 from dse.search.samplers import SAMPLERS as SAMPLER_REGISTRY
 from dse.search.strategies import STRATEGIES
 from models.surrogate import SurrogateConfig

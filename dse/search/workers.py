@@ -25,8 +25,19 @@ from dse.errors import UsageError
 from dse.search.pareto import front, hypervolume
 from dse.search.runguard import drop_queued
 from dse.search.runner import BudgetTracker, ProgressFront
-from dse.search.study import (RunResult, check_cache, default_heartbeat, failed_count, hv_reference, load_points,
-                       mask_url, open_study, point_of, recover_dead_workers, storage_url)
+from dse.search.study import (
+    RunResult,
+    check_cache,
+    default_heartbeat,
+    failed_count,
+    hv_reference,
+    load_points,
+    mask_url,
+    open_study,
+    point_of,
+    recover_dead_workers,
+    storage_url,
+)
 from dse.search.studyfile import StudySpec
 
 __all__ = ["run_workers", "max_workers"]

@@ -4,7 +4,9 @@ A network module registers its builders with :func:`models.nets.registry.registe
 means adding its module here (one line below) and nothing else (``models.zoo`` reads the registry).
 """
 
-from models.nets import (  # noqa: F401  (imported for their registrations, in the zoo's listing order)
+# The import order is the zoo's listing order (models.zoo.names() is registration order): not sorted.
+# isort: off
+from models.nets import (  # noqa: F401 - imported for their registrations
     vgg,
     resnet,
     densenet,
@@ -13,3 +15,4 @@ from models.nets import (  # noqa: F401  (imported for their registrations, in t
     yolo,
     transformer,
 )
+# isort: on

@@ -14,8 +14,8 @@ Inception-v3's auxiliary classifier (``AuxLogits``) runs only in training. Its l
 network (their parameters are counted, as in torchvision's 27,161,264, and they appear in the training
 ops), but they are left out of :attr:`Net.macs`, which follows torchvision's convention of an inference
 forward (5.713 GFLOPS in its weights' metadata, which is the forward without the auxiliary branch). The
-auxiliary classifier is a training-only branch (built inside :meth:`Net.aux_branch`, which marks its layers ``aux``); ``aux=False`` drops the
-branch altogether (torchvision's ``aux_logits=False``).
+auxiliary classifier is a training-only branch (built inside :meth:`Net.aux_branch`, which marks its layers
+``aux``); ``aux=False`` drops the branch altogether (torchvision's ``aux_logits=False``).
 """
 
 from __future__ import annotations

@@ -42,9 +42,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from models.schemes.registry import (COSTED, CONFIGURABLE, CONTROLS, DIAGNOSTICS, GAIN_KEYS, KINDS, PREDICTING,
-                                     REGISTRY, SchemeRecord, check_complete, costable, make_scheme, names, record,
-                                     register, scheme_plan)
+from models.schemes.registry import (
+    CONFIGURABLE,
+    CONTROLS,
+    COSTED,
+    DIAGNOSTICS,
+    GAIN_KEYS,
+    KINDS,
+    PREDICTING,
+    REGISTRY,
+    SchemeRecord,
+    check_complete,
+    costable,
+    make_scheme,
+    names,
+    record,
+    register,
+    scheme_plan,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from models.schemes.adagp import adagp_shape

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from models.graph import Net
-from models.predictor import PredictorShape, predictor_ops, predictor_params
-from models.predictor import predicted_layers as weighted_layers
+from models.predictor import PredictorShape, predicted_layers as weighted_layers, predictor_ops, predictor_params
 from models.schemes.base import GradientScheme, predicted_layers
 from models.schemes.plan import SchemePlan
 from models.surrogate.predictors import AdaGPPredictor

@@ -20,8 +20,7 @@ import numpy as np
 from models.graph import Net
 from models.predictor import predicted_layers as weighted_layers
 from models.schemes.base import GradientScheme, local_grad
-from models.schemes.plan import (LOSS_ELEMS_PER_VALUE, SchemePlan, empty_ops, own_output, training_ops,
-                                 true_output_rows)
+from models.schemes.plan import LOSS_ELEMS_PER_VALUE, SchemePlan, empty_ops, own_output, training_ops, true_output_rows
 
 __all__ = ["Null", "NullMomentum", "Truncated", "null_plan", "null_momentum_plan", "truncated_plan"]
 

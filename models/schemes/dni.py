@@ -20,8 +20,16 @@ import numpy as np
 
 from models.graph import Net, TrainingOps
 from models.schemes.base import GradientScheme, local_grad, out_size, predicted_layers
-from models.schemes.plan import (ADAM_ELEMS_PER_PARAM, MASK_ELEMS_PER_VALUE, SchemePlan, check_size, hidden_layers,
-                                 label_aware_plan, output_layer, training_ops)
+from models.schemes.plan import (
+    ADAM_ELEMS_PER_PARAM,
+    MASK_ELEMS_PER_VALUE,
+    SchemePlan,
+    check_size,
+    hidden_layers,
+    label_aware_plan,
+    output_layer,
+    training_ops,
+)
 from models.surrogate.predictors import DNIPredictor
 
 __all__ = ["DNI", "DNIShape", "dni_ops", "dni_plan"]

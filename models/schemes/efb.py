@@ -24,8 +24,16 @@ import numpy as np
 
 from models.graph import Net, TrainingOps
 from models.schemes.base import GradientScheme, local_grad, out_size, predicted_layers
-from models.schemes.plan import (LOSS_ELEMS_PER_VALUE, MASK_ELEMS_PER_VALUE, SchemePlan, check_size, error_shape,
-                                 hidden_layers, label_aware_plan, training_ops)
+from models.schemes.plan import (
+    LOSS_ELEMS_PER_VALUE,
+    MASK_ELEMS_PER_VALUE,
+    SchemePlan,
+    check_size,
+    error_shape,
+    hidden_layers,
+    label_aware_plan,
+    training_ops,
+)
 
 __all__ = ["ErrorFeedback", "EFBShape", "efb_ops", "efb_plan", "EFB_RIDGE"]
 

@@ -19,8 +19,17 @@ import numpy as np
 
 from models.graph import Net, TrainingOps
 from models.schemes.base import GradientScheme, local_grad, out_shape, predicted_layers
-from models.schemes.plan import (LOSS_ELEMS_PER_VALUE, MASK_ELEMS_PER_VALUE, SGD_MOMENTUM_ELEMS_PER_PARAM, SchemePlan,
-                                 check_size, hidden_layers, label_aware_plan, output_layer, training_ops)
+from models.schemes.plan import (
+    LOSS_ELEMS_PER_VALUE,
+    MASK_ELEMS_PER_VALUE,
+    SGD_MOMENTUM_ELEMS_PER_PARAM,
+    SchemePlan,
+    check_size,
+    hidden_layers,
+    label_aware_plan,
+    output_layer,
+    training_ops,
+)
 from models.surrogate.layers import softmax_cross_entropy
 
 __all__ = ["LocalClassifier", "LocalShape", "local_ops", "local_plan", "pooled_size"]

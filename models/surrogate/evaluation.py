@@ -102,7 +102,8 @@ class SurrogateResult:
 
     config: SurrogateConfig
     seeds: tuple[int, ...]
-    runs: tuple[dict[str, Any], ...]  # per seed: {"bp": run, "scheme": run, "null": run, "null_momentum": ..., "truncated": ...}
+    #: per seed: {"bp": run, "scheme": run, "null": run, "null_momentum": ..., "truncated": ...}
+    runs: tuple[dict[str, Any], ...]
     cached: bool = False
     wall_s: float = 0.0  # wall time of this call
     compute_s: float = field(default=0.0)  # summed wall time of the training runs (as stored)

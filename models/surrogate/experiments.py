@@ -3,8 +3,8 @@
 ``python -m models.surrogate.experiments [--seeds N] [--first-seed S] [--only NAME ...]`` re-runs them
 (cached, so a second run is instant) and prints the Markdown tables. Every figure is a mean over paired
 seeds S..S+N-1 with its sample standard deviation; differences (drop, gains) are computed per seed, then
-averaged. ``--only schemes`` prints just the gradient-scheme comparison (its tables schemes, controls, sizes, adaptive, high);
-``--only check --first-seed 5`` the check of the best settings on seeds nobody tuned on.
+averaged. ``--only schemes`` prints just the gradient-scheme comparison (its tables schemes, controls, sizes,
+adaptive, high); ``--only check --first-seed 5`` the check of the best settings on seeds nobody tuned on.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import argparse
 import math
 from typing import Any, Sequence
 
-from models.surrogate.config import SurrogateConfig
 from models.schemes.registry import CONTROLS, GAIN_KEYS
+from models.surrogate.config import SurrogateConfig
 from models.surrogate.evaluation import cached_run, evaluate
 from models.surrogate.stats import mean, pm, std
 
@@ -98,7 +98,8 @@ def markdown_controls(rows: list[dict[str, Any]]) -> str:
             "|---|" + "---:|" * (len(CONTROLS) + 7))
     lines = [head]
     for r in rows:
-        dec = "-" if r["loss_decrease"] is None else f"{r['loss_decrease'] * 1e3:.2f} ({r['loss_decrease_bp'] * 1e3:.2f})"
+        dec = ("-" if r["loss_decrease"] is None
+               else f"{r['loss_decrease'] * 1e3:.2f} ({r['loss_decrease_bp'] * 1e3:.2f})")
         cl = "-" if r["cos_large"] is None else f"{r['cos_large']:.3f} ({r['cos_large_bp']:.3f})"
         lines.append(
             f"| {r['label']} | {r['gp_fraction']:.2f} | {r['accuracy']:.2f} ± {r['accuracy_std']:.2f} | "
@@ -119,7 +120,8 @@ def markdown_reference(rows: list[dict[str, Any]]) -> str:
 
 #: each scheme's setting in the comparison (the defaults of its knobs)
 SCHEME_ROWS = (("adagp (default predictor)", {"scheme": "adagp"}), ("efb (rank 10)", {"scheme": "efb"}),
-               ("local (width 4)", {"scheme": "local", "local_width": 4}), ("dni (cDNI, linear modules)", {"scheme": "dni"}))
+               ("local (width 4)", {"scheme": "local", "local_width": 4}),
+               ("dni (cDNI, linear modules)", {"scheme": "dni"}))
 #: adaptive settings compared with the fixed schedule at the same GP fraction: thresholds near each
 #: scheme's own mean cosine at fixed 0.4 (seeds 0-4), relative error not used, GP phases of 1..8 steps
 ADAPTIVE = {"adagp": 0.01, "efb": 0.8, "local": 0.55, "dni": 0.2}
@@ -177,7 +179,8 @@ def adaptive_table(seeds: Sequence[int]) -> str:
     0.01), per scheme: accuracy, drop, and the paired difference adaptive - fixed."""
     base = SurrogateConfig()
     lines = ["| scheme | adaptive setting | GP fraction adaptive / fixed | accuracy adaptive | accuracy fixed | "
-             "drop adaptive | drop fixed | adaptive - fixed | cos (adaptive) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "drop adaptive | drop fixed | adaptive - fixed | cos (adaptive) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for _, kw in SCHEME_ROWS:
         name = kw["scheme"]
         cfg = base.replace(adaptive=True, cos_threshold=ADAPTIVE[name], relerr_threshold=10.0, gp_phase_min=1,

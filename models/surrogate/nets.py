@@ -95,7 +95,8 @@ def build_network(name: str, width: int, in_len, n_classes: int, rng, dtype=np.f
 
         return ResNet(width, shape, n_classes, rng, dtype=dtype, stem_stride=1, stage1_stride=2)
     if len(shape) != 1 and name != "mlp":
-        raise ValueError(f"network: {name!r} is 1-D; an image task needs 'resnet' or 'mlp' (got inputs of shape {shape})")
+        raise ValueError(f"network: {name!r} is 1-D; an image task needs 'resnet' or 'mlp' "
+                         f"(got inputs of shape {shape})")
     in_len = int(np.prod(shape))
     layers = []
     if name in ("cnn", "cnn_pool"):

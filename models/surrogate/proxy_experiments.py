@@ -19,14 +19,14 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from models.surrogate.config import SurrogateConfig
 from models.schemes.registry import CONTROLS, PREDICTING
+from models.surrogate.config import SurrogateConfig
 from models.surrogate.evaluation import evaluate
 from models.surrogate.experiments import control_cells, gain_cells, gain_heads, with_null
 from models.surrogate.stats import mean, pm, std
 
-__all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_controls", "markdown_budget",
-           "main"]
+__all__ = ["FASHION", "SCHEMES", "scheme_rows", "budget_rows", "markdown_schemes", "markdown_controls",
+           "markdown_budget", "main"]
 
 #: the image proxy's committed setting (``studies/surrogate-fashion.toml`` holds the same; a test checks it)
 FASHION = SurrogateConfig(task="fashion", network="resnet", width=8, epochs=8, batch_size=128, lr=0.2)
@@ -107,7 +107,8 @@ def markdown_controls(rows: list[dict[str, Any]]) -> str:
         if r["gp_fraction"] in seen:
             continue
         seen.add(r["gp_fraction"])
-        out.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | " + control_cells(r) + " |")
+        out.append(f"| {r['gp_fraction']:.2f} | {r['accuracy_bp']:.2f} ± {r['accuracy_bp_std']:.2f} | "
+                   + control_cells(r) + " |")
     return "\n".join(out)
 
 

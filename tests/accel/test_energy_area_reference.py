@@ -64,8 +64,9 @@ def test_gemm_cycles_traffic_and_energy_by_hand():
     assert r.rf_bytes[0] == 4 * (2 * macs - 64 * 48) == 774144
     assert e["rf"][0] == pytest.approx(774144 * T["rf_pj_per_byte"])                         # 329011.2 pJ
     # inter-PE (OS): A reaches all but the first column of each of the Fc=3 column folds from a neighbour,
-    # M*K*(N - Fc) = 64*32*45; B all but the top row of each of the Fr=4 row folds, K*N*(M - Fr) = 32*48*60; outputs drain down 16-deep columns,
-    # 16*15/2 = 120 hops per column per row fold: 48 columns * 4 row folds * 120; 2 bytes each
+    # M*K*(N - Fc) = 64*32*45; B all but the top row of each of the Fr=4 row folds, K*N*(M - Fr) = 32*48*60;
+    # outputs drain down 16-deep columns, 16*15/2 = 120 hops per column per row fold: 48 columns * 4 row folds
+    # * 120; 2 bytes each
     moves = 64 * 32 * 45 + 32 * 48 * 60 + 48 * 4 * 120
     assert moves == 207360 and r.interpe_bytes[0] == 2 * moves
     assert e["interpe"][0] == pytest.approx(2 * moves * T["interpe_pj_per_byte"])            # 352512 pJ

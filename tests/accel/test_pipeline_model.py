@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from accel import Hardware
-from accel.pipeline import (Link, layer_times, model_pipeline, partition, pipeline_job, ring_allreduce_s,
-                            step_counts)
+from accel.pipeline import Link, layer_times, model_pipeline, partition, pipeline_job, ring_allreduce_s, step_counts
 from accel.schedule import job_cost, step_costs
 from models import zoo
 from models.schemes import scheme_plan

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from accel import DATAFLOW_NAMES, Hardware, HardwareArray, gemm_cost, vector_cost
 
@@ -18,7 +17,7 @@ kb = st.sampled_from([4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 512.0, 2048.0])
 def hardware(draw):
     rows, cols = draw(edge), draw(edge)
     need = max(rows, cols) * 4 * 2 / 1024  # both halves of the ofmap must hold one tile edge of fp32
-    pick = lambda: max(draw(kb), need)  # noqa: E731
+    pick = lambda: max(draw(kb), need)  # noqa: E731 - local shorthand
     return Hardware(rows=rows, cols=cols, dataflow=draw(st.sampled_from(DATAFLOW_NAMES)),
                     ifmap_kb=pick(), filter_kb=pick(), ofmap_kb=pick(),
                     bandwidth_gbps=draw(st.floats(0.5, 500)), clock_ghz=draw(st.floats(0.2, 3.0)))
@@ -49,7 +48,7 @@ def test_larger_buffer_never_adds_dram_traffic(hw, op_list, which, factor):
     M, K, N, rep = _cols(op_list)
     small = gemm_cost(M, K, N, rep, hw=hw)
     big = gemm_cost(M, K, N, rep, hw=hw.replace(**{which: getattr(hw, which) * factor}))
-    tot = lambda r: r.dram_read_bytes + r.dram_write_bytes  # noqa: E731
+    tot = lambda r: r.dram_read_bytes + r.dram_write_bytes  # noqa: E731 - local shorthand
     assert np.all(tot(big) <= tot(small))
 
 
@@ -80,7 +79,7 @@ def test_energy_and_traffic_grow_with_work(hw, op_list, which):
     bigger = gemm_cost(more["M"], more["K"], more["N"], more["repeat"], hw=hw)
     assert np.all(bigger.compute_cycles >= base.compute_cycles)
     assert np.all(bigger.total_cycles >= base.total_cycles)
-    tot = lambda r: r.dram_read_bytes + r.dram_write_bytes  # noqa: E731
+    tot = lambda r: r.dram_read_bytes + r.dram_write_bytes  # noqa: E731 - local shorthand
     assert np.all(tot(bigger) >= tot(base))
     for part in ("mac", "rf"):
         assert np.all(bigger.energy_pj[part] > base.energy_pj[part])
@@ -227,7 +226,7 @@ def test_conv_input_traffic_between_raw_input_and_im2col(hw, op_list):
     # never more DRAM traffic than the same op costed on its im2col matrix (per loop order the raw input
     # moves no more than the matrix, so the cheapest order does not either; which operand the cheapest
     # order re-reads may change)
-    tot = lambda c: c.dram_read_bytes + c.dram_write_bytes  # noqa: E731
+    tot = lambda c: c.dram_read_bytes + c.dram_write_bytes  # noqa: E731 - local shorthand
     assert np.all(tot(r) <= tot(flat) * (1 + 1e-12) + 1e-9)
     assert np.all(r.dram_bytes["ifmap"] >= unique * (1 - 1e-12))
     # with buffers that hold everything, exactly the input the windows touch, once
@@ -245,7 +244,7 @@ def test_conv_larger_buffer_never_adds_dram_traffic(hw, op_list, which, factor):
     M, K, N, rep, geo = _conv_cols(op_list)
     small = gemm_cost(M, K, N, rep, hw=hw, im2col=geo)
     big = gemm_cost(M, K, N, rep, hw=hw.replace(**{which: getattr(hw, which) * factor}), im2col=geo)
-    tot = lambda r: r.dram_read_bytes + r.dram_write_bytes  # noqa: E731
+    tot = lambda r: r.dram_read_bytes + r.dram_write_bytes  # noqa: E731 - local shorthand
     assert np.all(tot(big) <= tot(small) * (1 + 1e-12))
 
 

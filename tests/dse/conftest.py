@@ -1,4 +1,4 @@
-"""Fixtures for study tests: a small, fast study (digits surrogate, an MLP, one seed) in a temporary folder."""
+"""Fixtures for study tests: the small, fast study of ``tests/studyfiles.py`` in a temporary folder."""
 
 from __future__ import annotations
 
@@ -7,57 +7,7 @@ from pathlib import Path
 
 import pytest
 
-FAST_STUDY = """
-[study]
-name = "tiny"
-sampler = "nsga2"
-seed = 3
-trials = 12
-seeds = 1
-population = 4
-
-[workload]
-models = ["resnet18"]
-dataset = "cifar10"
-batch = 64
-dataset_size = 5000
-epochs = 2
-
-[training]
-task = "digits"
-network = "mlp"
-epochs = 2
-
-[hardware]
-dataflow = "ws"
-
-[reference]
-rows = 16
-cols = 16
-dataflow = "ws"
-
-[space.training]
-pred_width = [8, 32]
-
-[space.hardware]
-rows = [8, 16, 32]
-cols = [8, 16, 32]
-bandwidth_gbps = [6.4, 25.6]
-predictor_unit = [{ pred_rows = 0, pred_cols = 0, pred_kb = 0.0 }, { pred_rows = 8, pred_cols = 8, pred_kb = 24.0 }]
-
-[[objectives]]
-metric = "accuracy_drop"
-
-[[objectives]]
-metric = "speedup"
-
-[[objectives]]
-metric = "area_mm2"
-
-[[constraints]]
-metric = "area_mm2"
-max = 4.0
-"""
+from studyfiles import FAST_STUDY, write_study  # noqa: F401 - re-exported for the tests
 
 
 @pytest.fixture(autouse=True)
@@ -70,12 +20,6 @@ def _cache(tmp_path_factory, monkeypatch):
 def study_file(tmp_path) -> Path:
     p = tmp_path / "tiny.toml"
     p.write_text(textwrap.dedent(FAST_STUDY))
-    return p
-
-
-def write_study(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text))
     return p
 
 

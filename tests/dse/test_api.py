@@ -12,6 +12,7 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 
 import dse
+from studyfiles import with_strategy
 
 
 def test_a_notebook_runs_a_study_reads_its_front_and_exports_its_knee(study_file, tmp_path):
@@ -39,7 +40,7 @@ def test_a_notebook_runs_a_study_reads_its_front_and_exports_its_knee(study_file
 
 
 def _hybrid(study_file):
-    text = study_file.read_text().replace('seed = 3', 'seed = 3\nstrategy = "hybrid"\nfront_size = 3')
+    text = with_strategy(study_file.read_text(), "hybrid", front_size=3)
     study_file.write_text(text.replace("pred_width = [8, 32]", "pred_width = [4, 8, 16, 32, 64, 128]"))
 
 

@@ -12,25 +12,18 @@ FAST_STUDY of conftest.py, edited by one line). The ``--debug`` variant of each 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import os
 import random
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import tomllib
 from pathlib import Path
 
 import pytest
 
-_conftest_spec = importlib.util.spec_from_file_location("_dse_tests_conftest",
-                                                        Path(__file__).with_name("conftest.py"))
-_conftest = importlib.util.module_from_spec(_conftest_spec)
-_conftest_spec.loader.exec_module(_conftest)
-FAST_STUDY = textwrap.dedent(_conftest.FAST_STUDY)
-write_study = _conftest.write_study
+from studyfiles import FAST_STUDY, edit, write_study
 
 SECRET = "s3cret"
 PG_URL = f"postgresql://dse:{SECRET}@127.0.0.1:1/dse"  # port 1: refused at once
@@ -90,16 +83,16 @@ def usage_error(tmp_path: Path, *args, needles=(), debug: bool = True, secret: s
     return line
 
 
-def edit(old: str, new: str, text: str = FAST_STUDY) -> str:
-    """``text`` with ``old`` replaced once (loudly fails if FAST_STUDY no longer holds ``old``)."""
-    assert text.count(old) == 1, f"FAST_STUDY changed: {old!r} not found exactly once"
-    return text.replace(old, new, 1)
-
-
 _HW = '[hardware]\ndataflow = "ws"'
 _ROWS = "rows = [8, 16, 32]"
-_ALL_METRICS = ("accuracy", "accuracy_drop", "predictor_gain", "gp_fraction", "speedup", "speedup_same_hw",
-                "energy_j", "energy_saving", "area_mm2", "power_w")
+def _all_metrics() -> tuple[str, ...]:
+    """The metric names the registry holds (a new metric joins the expected message by itself)."""
+    from dse.evaluation import metrics as registry
+
+    return tuple(registry.names())
+
+
+_ALL_METRICS = _all_metrics()
 
 
 def _objectives(metrics) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dse.cli import main
-from dse.evaluation.evaluator import evaluate
 from dse.config.configuration import load_configuration
+from dse.evaluation.evaluator import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,7 +84,8 @@ def test_without_a_what_if_the_surrogate_sets_the_gp_fraction(tmp_path, capsys):
                                             "label": "digits / mlp, 2 epochs"}
     # dse surrogate on the same file (table and JSON) and dse evaluate's text say so too
     for argv, needles in ((["surrogate", str(cfg), "--seeds", "1"], ("proxy accuracy (%)", "digits / mlp, 2 epochs")),
-                          (["evaluate", str(cfg)], ("proxy accuracy", "digits / mlp, 2 epochs", "not on the zoo models"))):
+                          (["evaluate", str(cfg)],
+                           ("proxy accuracy", "digits / mlp, 2 epochs", "not on the zoo models"))):
         with pytest.raises(SystemExit) as e:
             main(argv)
         text = capsys.readouterr().out
@@ -97,9 +98,9 @@ def test_without_a_what_if_the_surrogate_sets_the_gp_fraction(tmp_path, capsys):
 def _scheme_cfg(scheme: str, **training):
     """ResNet-18/CIFAR-10 at batch 8 on a 32x32 array with room for every activation (no stash traffic)
     and no predictor unit (everything in series: the step is the sum of its ops)."""
+    from accel import Hardware
     from dse.config.configuration import Configuration
     from dse.config.workload import Workload
-    from accel import Hardware
     from models.surrogate import SurrogateConfig
 
     w = Workload.from_dict({"models": ["resnet18"], "dataset": "cifar10", "batch": 8, "dataset_size": 800,
@@ -148,7 +149,7 @@ def test_dni_gp_step_costs_its_modules_not_adagps_predictor():
 
     net = build("resnet18", dataset="cifar10")
     weighted = [i for i, l in enumerate(net.layers) if l.kind in ("conv", "linear") and l.params]
-    hidden, fc = weighted[:-1], weighted[-1]
+    hidden = weighted[:-1]
     sizes = [math.prod(net.layers[i].out) for i in hidden]
     gemms = [(b, d + 10, d) for d in sizes]
     vec = [3 * b * d for d in sizes] + [3 * b * 10]
@@ -241,10 +242,10 @@ def test_the_scalar_and_the_vectorized_metrics_agree(models, dataflow, gpf):
     from dataclasses import replace
 
     from accel import Hardware, HardwareArray
-    from dse.evaluation import metrics as registry
     from dse.config.configuration import Configuration
-    from dse.evaluation.evaluator import evaluate_hardware, hardware_metrics
     from dse.config.workload import Workload
+    from dse.evaluation import metrics as registry
+    from dse.evaluation.evaluator import evaluate_hardware, hardware_metrics
 
     base = Configuration(workload=Workload(models=models, dataset="cifar10", batch=64))
     hws = [Hardware.from_dict({"rows": r, "cols": c, "dataflow": dataflow, "bandwidth_gbps": bw, "word_bytes": wb,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import importlib.util
 import io
 import json
 import os
@@ -33,15 +32,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from dse.search.study import budget_state, open_study
 from dse.search.runner import run_study as run
+from dse.search.study import budget_state, open_study
 from dse.search.studyfile import load_study
-
-_conftest_spec = importlib.util.spec_from_file_location("_dse_tests_conftest_faults",
-                                                        Path(__file__).with_name("conftest.py"))
-_conftest = importlib.util.module_from_spec(_conftest_spec)
-_conftest_spec.loader.exec_module(_conftest)
-FAST_STUDY = textwrap.dedent(_conftest.FAST_STUDY)
+from studyfiles import FAST_STUDY, edit, with_strategy
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -293,7 +287,7 @@ def test_a_second_signal_during_optunas_bookkeeping_exits_130(tmp_path):
 
 
 def test_an_interrupted_hybrid_run_leaves_no_waiting_trial(tmp_path):
-    text = FAST_STUDY.replace('sampler = "nsga2"', 'sampler = "nsga2"\nstrategy = "hybrid"\nfront_size = 4')
+    text = with_strategy(FAST_STUDY, "hybrid", front_size=4)
     f = _study(tmp_path, text)
     spec = load_study(f)
     r = _inject("""
@@ -368,7 +362,7 @@ def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
             st = open_study(spec, url, create=False)
             pids = {int(t.user_attrs["worker"].split(":")[1]) for t in st.get_trials(deepcopy=False)
                     if "worker" in t.user_attrs}
-        except Exception:  # noqa: BLE001 - not created yet
+        except Exception:  # not created yet
             pass
         time.sleep(0.2)
     assert pids, "no worker started a trial"
@@ -428,7 +422,7 @@ def test_ill_shaped_cache_entries_are_discarded_and_recomputed(tmp_path, monkeyp
 
 def test_a_study_whose_trials_all_fail_exits_2_and_says_why(tmp_path):
     # every value is possible alone, no combination is: a 16-row array's tile edge does not fit 32 B
-    text = FAST_STUDY.replace('[hardware]\ndataflow = "ws"', '[hardware]\ndataflow = "ws"\nrows = 8\ncols = 8')
+    text = edit('[hardware]\ndataflow = "ws"', '[hardware]\ndataflow = "ws"\nrows = 8\ncols = 8')
     text = text.replace("rows = [8, 16, 32]\ncols = [8, 16, 32]", "rows = [16, 32]\nifmap_kb = [0.03125, 0.03126]")
     f = _study(tmp_path, text)
     r = dse("run", f, "-q", "--trials", 3)
@@ -481,7 +475,7 @@ def test_a_byte_order_mark_is_accepted(tmp_path):
 
 
 def test_a_seed_near_2_to_the_32_resumes(tmp_path):
-    f = _study(tmp_path, FAST_STUDY.replace("seed = 3", f"seed = {2**32 - 1}"))
+    f = _study(tmp_path, edit("seed = 3", f"seed = {2**32 - 1}"))
     spec = load_study(f)
     assert run(spec, trials=1)["finished"] == 1
     assert run(spec, trials=2)["finished"] == 2  # the resumed sampler's seed is derived modulo 2**32

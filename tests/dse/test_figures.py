@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from dse.figures.charts import first_order_importance, nondominated_2d
+from studyfiles import edit, with_strategy
 
 
 def test_nondominated_2d_by_brute_force():
@@ -44,13 +45,12 @@ def test_study_plots_are_all_written(cli, ran_study, tmp_path):
 def test_hybrid_importance_uses_every_costed_hardware_point(cli, ran_study, tmp_path):
     """The rebuilt points of a hybrid study hold, for each trained setting, the whole hardware grid, with
     the metrics the stored trials recorded for the points they entered."""
-    from dse.search.strategies.hybrid import costed_points
-    from dse.search.strategies.hybrid import hardware_candidates
+    from dse.search.strategies.hybrid import costed_points, hardware_candidates
     from dse.search.study import open_study
     from dse.search.studyfile import load_study
 
     p = tmp_path / "hyb.toml"
-    p.write_text(ran_study.read_text().replace('name = "tiny"', 'name = "hyb"\nstrategy = "hybrid"\nfront_size = 3')
+    p.write_text(with_strategy(edit('name = "tiny"', 'name = "hyb"', ran_study.read_text()), "hybrid", front_size=3)
                  .replace("trials = 12", "trials = 6"))
     assert cli("run", p, "--quiet").returncode == 0
     spec = load_study(p)

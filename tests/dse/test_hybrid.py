@@ -11,8 +11,8 @@ from optuna.trial import TrialState
 
 from accel import HardwareArray
 from dse.evaluation.evaluator import evaluate, hardware_metrics
-from dse.search.strategies.hybrid import _hardware, hardware_candidates
 from dse.search.runner import run_study as run
+from dse.search.strategies.hybrid import _hardware, hardware_candidates
 from dse.search.study import load_points, open_study
 from dse.search.studyfile import load_study
 

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from dse.search.study import budget_state, open_study
 from dse.search.studyfile import load_study
+from studyfiles import edit, with_strategy
 
 SLOW_STUDY = """
 [study]
@@ -79,7 +80,7 @@ def _wait_running(spec, storage, timeout=60):
     while time.time() - t0 < timeout:
         try:
             st = open_study(spec, storage, create=False)
-        except Exception:  # noqa: BLE001 - not created yet
+        except Exception:  # not created yet
             time.sleep(0.2)
             continue
         for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -148,7 +149,7 @@ def test_signals_keep_completed_trials_and_resume(tmp_path, sig):
             states = [t.state for t in st.get_trials(deepcopy=False)]
             if 1 <= states.count(TrialState.COMPLETE) <= 4 and states[-1] == TrialState.RUNNING:
                 break
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         time.sleep(0.1)
     p.send_signal(sig)
@@ -228,9 +229,8 @@ def _three_workers_one_killed(f, spec, wait):
 
 def _hybrid_study(tmp_path, name="hyb", trials=8, front_size=2):
     p = tmp_path / f"{name}.toml"
-    text = SLOW_STUDY.format(name=name, trials=trials).replace(
-        'seed = 1', f'seed = 1\nstrategy = "hybrid"\nfront_size = {front_size}')
-    p.write_text(text.replace("rows = [8, 16, 32]", "rows = [8, 16, 32]\ncols = [8, 16, 32]"))
+    text = with_strategy(SLOW_STUDY.format(name=name, trials=trials), "hybrid", front_size=front_size)
+    p.write_text(edit("rows = [8, 16, 32]", "rows = [8, 16, 32]\ncols = [8, 16, 32]", text))
     return p
 
 
@@ -273,7 +273,7 @@ def _wait_training(spec, storage, timeout=120):
             from dse.search.study import open_storage
 
             outer = optuna.load_study(study_name=f"{spec.name}.training", storage=open_storage(storage))
-        except Exception:  # noqa: BLE001 - not created yet
+        except Exception:  # not created yet
             time.sleep(0.2)
             continue
         for t in outer.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):

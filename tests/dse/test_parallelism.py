@@ -10,12 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from dse.errors import UsageError
 from dse.config.configuration import Configuration
-from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.config.parallel import ParallelConfig
+from dse.errors import UsageError
+from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search.studyfile import load_study
-
 from tests.dse.conftest import FAST_STUDY, write_study
 
 BASE = {"workload": {"models": ["resnet18"], "dataset": "cifar10", "batch": 64, "dataset_size": 6400,
@@ -83,8 +82,8 @@ def test_parallel_knobs_are_searched_like_any_other(tmp_path):
             "hardware.predictor_unit": "pred_cols=0,pred_kb=0.0,pred_rows=0"}
     cfg = spec.configuration({**base, "parallel.stages": 4, "parallel.schedule": "zb-h2"})
     assert cfg.parallel == ParallelConfig(stages=4, microbatches=4, schedule="zb-h2")
-    from dse.search.study import open_study
     from dse.search.runner import run_study as run
+    from dse.search.study import open_study
 
     run(spec)
     done = [t for t in open_study(spec, None, create=False).get_trials() if t.state.name == "COMPLETE"]
@@ -107,10 +106,10 @@ def test_space_parallel_needs_the_table_and_hybrid_refuses_it(tmp_path):
 
 
 def _dse(*args):
-    from dse.cli import main
-
     import contextlib
     import io
+
+    from dse.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0

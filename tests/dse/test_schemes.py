@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from dse.cli import main
-from models.schemes import REGISTRY
+from models.schemes import PREDICTING, REGISTRY
 from models.surrogate.config import SCHEMES
 
 CONFIG = """\
@@ -70,3 +70,33 @@ def test_a_scheme_without_its_cost_half_is_refused_before_training(tmp_path, cap
     assert e.value.code == 2
     assert err.startswith("dse: error: training.scheme: scheme 'efb' has no accelerator cost") and \
         "models/schemes/efb.py" in err and len(err.strip().splitlines()) == 1
+
+
+def test_dse_evaluate_text_lists_every_metric_the_registry_computed(tmp_path, capsys):
+    """The text summary is built from the metric registry: every metric of the JSON, with its unit."""
+    from dse.evaluation import metrics as registry
+
+    code, out, err = _evaluate(tmp_path, capsys, "adagp", "--json")
+    assert code == 0, err
+    computed = json.loads(out)["metrics"]
+    code, text, err = _evaluate(tmp_path, capsys, "adagp")
+    assert code == 0, err
+    lines = {ln.split()[0]: ln for ln in text.splitlines() if ln.strip()}
+    for name in computed:
+        assert name in lines and registry.get(name).unit in lines[name], name
+
+
+def test_dse_pipeline_costs_the_gp_step_of_the_scheme_it_is_given(capsys):
+    periods = {}
+    for scheme in PREDICTING:
+        with pytest.raises(SystemExit) as e:
+            main(["pipeline", "--model", "resnet18", "--dataset", "cifar10", "--stages", "2", "--gp-fraction",
+                  "0.5", "--scheme", scheme, "--width", "0", "--json"])
+        out = capsys.readouterr()
+        assert e.value.code == 0, out.err
+        d = json.loads(out.out)
+        periods[scheme] = (d[0] if isinstance(d, list) else d)["period"]
+    assert len(set(periods.values())) == len(periods), periods  # each scheme's own ops
+    with pytest.raises(SystemExit) as e:
+        main(["pipeline", "--model", "resnet18", "--gp-fraction", "0.5", "--scheme", "null"])
+    assert e.value.code == 2 and "--scheme" in capsys.readouterr().err

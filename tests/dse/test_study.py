@@ -8,13 +8,13 @@ import tomllib
 import optuna
 import pytest
 
-from dse.evaluation import metrics as registry
 from dse.cli import main
-from dse.evaluation.evaluator import evaluate
 from dse.config.configuration import load_configuration
+from dse.evaluation import metrics as registry
+from dse.evaluation.evaluator import evaluate
 from dse.search.pareto import front
-from dse.search.study import load_points, open_study
 from dse.search.runner import run_study as run
+from dse.search.study import load_points, open_study
 from dse.search.studyfile import load_study
 
 

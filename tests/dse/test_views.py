@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+
 @pytest.fixture
 def run(cli):
     return cli
@@ -76,7 +77,8 @@ def test_show_csv_tables_parse(run, small):
     r = run("show", str(small), str(t), "--layers", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert rows[0]["name"] == "conv1" and {r["model"] for r in rows} == {"resnet18"}
-    assert sum(int(r["macs"]) for r in rows if r["phase"] == "fwd") == 64 * zoo.build("resnet18", dataset="cifar10").macs
+    fwd_macs = sum(int(r["macs"]) for r in rows if r["phase"] == "fwd")
+    assert fwd_macs == 64 * zoo.build("resnet18", dataset="cifar10").macs
     r = run("show", str(small), str(t))
     assert r.returncode == 0 and "proxy task digits" in r.stdout and "objective (minimize)" in r.stdout
 
@@ -190,8 +192,8 @@ def test_compare_on_chosen_objectives_csv(run, small, second_study):
 def test_sweep_varies_knobs_and_matches_evaluate(run, small, tmp_path):
     from dataclasses import replace
 
-    from dse.evaluation.evaluator import evaluate
     from dse.config.configuration import load_configuration
+    from dse.evaluation.evaluator import evaluate
 
     cfg_file = tmp_path / "knee.toml"
     assert run("export", small, "--knee", "--out", cfg_file).returncode == 0

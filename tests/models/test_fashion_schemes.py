@@ -21,7 +21,8 @@ from models.surrogate.predictors import AdaGPPredictor, pool_matrix
 from models.surrogate.tasks import Task, load_task
 
 SCHEMES = PREDICTING
-SMALL = dict(task="fashion", network="resnet", width=4, epochs=3, batch_size=64, lr=0.05)  # 30 steps (20 leave dni short of 30%)
+#: 30 steps (20 leave dni short of 30%)
+SMALL = dict(task="fashion", network="resnet", width=4, epochs=3, batch_size=64, lr=0.05)
 
 
 @pytest.fixture

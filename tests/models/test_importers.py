@@ -18,7 +18,7 @@ from models import zoo
 from models.importers import load_topology, to_scalesim
 
 onnx = pytest.importorskip("onnx")  # in the test extra; CI always has it
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402 - only once importorskip has found onnx
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 COLUMNS = ("layer", "phase", "M", "K", "N", "repeat", "vec_elems", "stash_bytes")

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.surrogate.gradcheck import check_layer as _check
-from models.surrogate.gradcheck import numerical_gradient as _num_grad
+from models.surrogate.gradcheck import check_layer as _check, numerical_gradient as _num_grad
 from models.surrogate.layers import softmax_cross_entropy
 from models.surrogate.layers2d import (
     AvgPool2d,

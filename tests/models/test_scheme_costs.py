@@ -4,13 +4,13 @@ zoo model, with the ops its semantics say (the training half has its own tests, 
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 
 from accel.schedule import EXTRA_PHASES
 from models.predictor import predicted_layers
-from models.schemes import (COSTED, DNIShape, EFBShape, LocalShape, dni_ops, hidden_layers, output_layer,
-                            scheme_plan)
+from models.schemes import COSTED, DNIShape, EFBShape, LocalShape, dni_ops, hidden_layers, output_layer, scheme_plan
 from models.surrogate import SurrogateConfig
 from models.zoo import build, names
 

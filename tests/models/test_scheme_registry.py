@@ -30,13 +30,13 @@ def test_every_registered_scheme_has_both_halves(name):
 def test_every_list_of_names_derives_from_the_table():
     import importlib
 
-    config, evaluate, proxy_experiments = (importlib.import_module(f"models.surrogate.{m}")
-                                           for m in ("config", "evaluate", "proxy_experiments"))
+    config, evaluation, proxy_experiments = (importlib.import_module(f"models.surrogate.{m}")
+                                             for m in ("config", "evaluation", "proxy_experiments"))
 
     kinds = {n: r.kind for n, r in REGISTRY.items()}
     assert config.SCHEMES == tuple(n for n, k in kinds.items() if k != "diagnostic")
-    assert evaluate.CONTROLS == S.CONTROLS == tuple(n for n, k in kinds.items() if k == "control")
-    assert set(evaluate.GAIN_KEYS) == set(evaluate.CONTROLS) and evaluate.GAIN_KEYS["null"] == "predictor_gain"
+    assert evaluation.CONTROLS == S.CONTROLS == tuple(n for n, k in kinds.items() if k == "control")
+    assert set(evaluation.GAIN_KEYS) == set(evaluation.CONTROLS) and evaluation.GAIN_KEYS["null"] == "predictor_gain"
     assert S.DIAGNOSTICS == tuple(n for n, k in kinds.items() if k == "diagnostic")
     assert proxy_experiments.SCHEMES == S.PREDICTING == tuple(n for n, k in kinds.items() if k == "predicting")
     assert S.COSTED == tuple(n for n in REGISTRY if REGISTRY[n].needs_cost)

@@ -10,8 +10,7 @@ import pytest
 
 from models.surrogate import SurrogateConfig, evaluate
 from models.surrogate.config import RULES
-from models.surrogate.gradcheck import check_layer as _check_layer
-from models.surrogate.gradcheck import numerical_gradient as _num_grad
+from models.surrogate.gradcheck import check_layer as _check_layer, numerical_gradient as _num_grad
 from models.surrogate.layers import Conv1d, Flatten, Linear, MaxPool1d, softmax_cross_entropy
 from models.surrogate.nets import build_network
 from models.surrogate.predictors import AdaGPPredictor, DNIPredictor, pool_matrix
@@ -87,7 +86,8 @@ def test_pool_matrix_averages_and_upsamples():
 
 
 def _fixed_problem(rng):
-    acts = [rng.standard_normal((8, 10, 6)).astype(np.float32) ** 2, rng.standard_normal((8, 5, 4)).astype(np.float32) ** 2]
+    acts = [rng.standard_normal((8, 10, 6)).astype(np.float32) ** 2,
+            rng.standard_normal((8, 5, 4)).astype(np.float32) ** 2]
     trues = [rng.standard_normal((6, 16)).astype(np.float32), rng.standard_normal((4, 25)).astype(np.float32) * 3]
     return acts, trues
 

@@ -17,7 +17,7 @@ from dse.search.strategies.base import Option, Strategy
 from dse.search.strategies.hybrid import Hybrid
 from dse.search.strategies.joint import Joint
 
-__all__ = ["STRATEGIES", "Strategy", "Option", "strategy_class"]
+__all__ = ["STRATEGIES", "Strategy", "Option", "strategy_class", "describe_strategies"]
 
 #: name -> strategy class
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (Joint, Hybrid)}
@@ -26,3 +26,9 @@ STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (Joint, Hybrid)}
 def strategy_class(name: str) -> type[Strategy]:
     """The class registered under ``name`` in :data:`STRATEGIES` (KeyError if none is)."""
     return STRATEGIES[name]
+
+
+def describe_strategies() -> str:
+    """The strategies for ``--help``: "joint (...) or hybrid (...)"."""
+    parts = [f"{n} ({s.summary})" if s.summary else n for n, s in STRATEGIES.items()]
+    return ", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0]

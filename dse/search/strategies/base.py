@@ -5,7 +5,7 @@ signals, retries of dead workers' trials, heartbeats, timeouts, progress -- is t
 (:func:`dse.search.runner.run_study`). What a strategy declares, so that generic code needs no knowledge of
 it:
 
-* ``name``: the value of ``[study] strategy``;
+* ``name``: the value of ``[study] strategy``; ``summary``: one line for ``--help``;
 * ``options``: the ``[study]`` options it adds (:class:`Option`: name, type, default, bounds, help); the study
   file reads them into ``StudySpec.options`` and ``spec.<option>`` reads them back;
 * ``validate(spec)``: refuse a study it cannot run (a ``UsageError`` naming the field);
@@ -46,6 +46,8 @@ class Strategy:
     """Base class of search strategies (see the module's docstring)."""
 
     name: str = ""
+    #: one line for ``dse run --help``: what the strategy samples
+    summary: str = ""
     options: tuple[Option, ...] = ()
     #: what the run summary prints when the strategy ran out of proposals before the budget
     stop_reason: str = "the strategy has nothing left to propose"

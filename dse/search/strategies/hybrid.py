@@ -31,9 +31,7 @@ import itertools
 import math
 import warnings
 from dataclasses import replace
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,7 +68,7 @@ def _knob_values(knob) -> list | None:
     if isinstance(knob, Range):
         try:
             return knob.values()
-        except Exception:  # noqa: BLE001 - continuous
+        except Exception:  # continuous
             return None
     return None
 
@@ -167,6 +165,8 @@ class Hybrid(Strategy):
     """The hybrid strategy (see the module's docstring)."""
 
     name = "hybrid"
+    summary = ("Optuna samples training knobs; the hardware model searches hardware exhaustively or on "
+               "thousands of points per trained setting")
     options = (
         Option("inner_points", int, 4096, low=1, high=1_000_000,
                help="hardware points costed per training setting when the hardware grid is larger"),

@@ -12,6 +12,7 @@ class Joint(Strategy):
     objective, :func:`dse.search.study.trial_objective`)."""
 
     name = "joint"
+    summary = "Optuna samples every knob"
 
     def step(self) -> bool:
         r = self.runner

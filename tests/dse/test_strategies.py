@@ -1,0 +1,83 @@
+"""Strategies and samplers are extension points: a new strategy is one class in one registry (its [study]
+options, validation and helper studies declared on it); a sampler is a registry entry, or an Optuna sampler
+instance passed through the Python API."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+import dse
+from dse.errors import UsageError
+from dse.search.samplers import SAMPLERS
+from dse.search.strategies import STRATEGIES, Option
+from dse.search.strategies.joint import Joint
+from dse.search.studyfile import load_study
+from studyfiles import FAST_STUDY, edit, with_strategy, write_study
+
+
+class Probe(Joint):
+    """A strategy as a contributor would add one: the joint search with an option of its own."""
+
+    name = "probe"
+    summary = "a test strategy"
+    options = (Option("probe_rounds", int, 2, low=1, high=5),)
+    stop_reason = "the probe had nothing left to propose"
+
+    @classmethod
+    def validate(cls, spec) -> None:
+        if spec.trials > 10:
+            raise UsageError("study.trials: the probe runs at most 10")
+
+    @classmethod
+    def helper_studies(cls, study_name: str) -> list[str]:
+        return [f"{study_name}.probe"]
+
+    def figures(self):
+        return {"probe_rounds": self.spec.probe_rounds}
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    monkeypatch.setitem(STRATEGIES, "probe", Probe)
+    return Probe
+
+
+def test_a_registered_strategy_runs_with_its_own_options(tmp_path, probe):
+    text = edit("trials = 12", "trials = 4", with_strategy(FAST_STUDY, "probe", probe_rounds=3))
+    spec = load_study(write_study(tmp_path, text, "p.toml"))
+    assert spec.options == {"probe_rounds": 3, **{o.name: o.default for o in STRATEGIES["hybrid"].options}}
+    res = dse.run(spec)
+    assert res["strategy"] == "probe" and res["finished"] == 4 and res["probe_rounds"] == 3
+
+
+def test_a_strategy_validates_the_study_and_bounds_its_options(tmp_path, probe):
+    with pytest.raises(UsageError, match="study.trials: the probe runs at most 10"):
+        load_study(write_study(tmp_path, with_strategy(FAST_STUDY, "probe")))
+    text = edit("trials = 12", "trials = 4", with_strategy(FAST_STUDY, "probe", probe_rounds=9))
+    with pytest.raises(UsageError, match="probe_rounds"):
+        load_study(write_study(tmp_path, text))
+
+
+def test_an_option_of_no_strategy_is_refused_with_the_allowed_keys(tmp_path):
+    with pytest.raises(UsageError, match="front_size") as e:
+        load_study(write_study(tmp_path, edit("[study]\n", "[study]\nfront_sizes = 3\n")))
+    assert "front_sizes" in str(e.value)
+
+
+def test_every_named_sampler_builds_and_an_injected_one_is_used(tmp_path, study_file):
+    spec = load_study(study_file).with_overrides(trials=3)
+    for name, make in SAMPLERS.items():
+        assert isinstance(make(spec, 0), optuna.samplers.BaseSampler), name
+
+    class Counting(optuna.samplers.RandomSampler):
+        calls = 0
+
+        def sample_independent(self, *a, **k):
+            Counting.calls += 1
+            return super().sample_independent(*a, **k)
+
+    res = dse.run(spec, sampler=Counting(seed=0))
+    assert res["finished"] == 3 and Counting.calls >= 3 * len(spec.space.searched())
+    with pytest.raises(UsageError, match="sampler: a sampler instance runs in this process only"):
+        dse.run(spec, sampler=Counting(seed=0), workers=2)
