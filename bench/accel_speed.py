@@ -158,12 +158,12 @@ print(*best(lambda: gemm_cost(d["M"], d["K"], d["N"], d["R"], hw=hw, **kw), 1),
 
 
 def _quickstart():
-    from dse.search.strategies.hybrid import _hardware, hardware_candidates
+    from dse.search.strategies.hybrid import hardware_candidates, hardware_of
     from dse.search.studyfile import load_study
 
     spec = load_study(_REPO / "studies" / "quickstart.toml")
     cands = hardware_candidates(spec, max_points=spec.inner_points, seed=0)
-    hws = [h for h in (_hardware(spec, c) for c in cands) if h is not None]
+    hws = [h for h in (hardware_of(spec, c) for c in cands) if h is not None]
     return spec, HardwareArray.from_list(hws)
 
 

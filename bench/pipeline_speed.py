@@ -96,7 +96,7 @@ def main() -> None:
         import optuna
 
         from dse.evaluation.evaluator import evaluate
-        from dse.search.study import _evaluate_trial
+        from dse.search.study import evaluate_trial
         from dse.search.studyfile import spec_from_dict
 
         spec = spec_from_dict(tomllib.loads(STUDY))
@@ -118,7 +118,7 @@ def main() -> None:
         spec1 = spec.with_overrides(seeds=1)
 
         def trial():
-            study.optimize(lambda tr: _evaluate_trial(tr, spec1), n_trials=1)
+            study.optimize(lambda tr: evaluate_trial(tr, spec1), n_trials=1)
 
         b, med = best_of(trial, args.repeat)
         print(f"   an Optuna trial (in-memory storage, sampling + objective): best {b * 1e3:.1f} ms, "

@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dse.search.pareto import hypervolume
-from dse.search.study import hv_reference, load_points, open_study, run
+from dse.search.runner import run_study as run
+from dse.search.study import hv_reference, load_points, open_study
 from dse.search.studyfile import load_study
 
 CHECKPOINTS = (5, 10, 25, 50, 100, 200)
@@ -60,9 +60,9 @@ def curve(study, spec, ref) -> pd.DataFrame:
 def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials: int,
                front_size: int | None = None) -> pd.DataFrame:
     name = f"{spec.name}-{method}-s{seed}"
-    s = replace(spec, name=name, seed=seed, sampler="nsga2" if method == "hybrid" else method,
-                strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml",
-                front_size=front_size or spec.front_size)
+    s = spec.with_overrides(name=name, seed=seed, sampler="nsga2" if method == "hybrid" else method,
+                            strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml",
+                            front_size=front_size or spec.front_size)
     url = f"sqlite:///{folder / (name + '.db')}"
 
     def stop(st) -> bool:

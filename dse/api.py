@@ -45,13 +45,15 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     step. Returns a dict-like result: ``finished``,
     ``budget``, ``complete``, ``front``, ``hypervolume``, ``interrupted``, ``storage``, ``failed`` and the
     strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). ``sampler``: an Optuna sampler
-    instance (any ``optuna.samplers.BaseSampler``) instead of the file's ``sampler`` name, in one process
-    (:mod:`dse.search.samplers` lists the names). Extra keyword arguments go to
-    :func:`dse.search.runner.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
+    instance (any ``optuna.samplers.BaseSampler``, used as given with its own seed) instead of the file's
+    ``sampler``, in one process; or a sampler's name (:mod:`dse.search.samplers` lists them). Extra keyword
+    arguments go to :func:`dse.search.runner.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
     """
     if trials is not None:
         spec = spec.with_overrides(trials=trials)
     workers = spec.workers if workers is None else workers
+    if isinstance(sampler, str):  # a name: as the study file's `sampler` (checked there)
+        spec, sampler = spec.with_overrides(sampler=sampler), None
     if workers > 1:
         from dse.search.workers import run_workers
 

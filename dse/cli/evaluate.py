@@ -70,8 +70,8 @@ def evaluate_cmd(
     typer.echo("")
     echo_table(metric_rows(m))  # every metric the registry computed for it, with its unit
     typer.echo("")
-    typer.echo(f"reference: plain BP, energy {s['energy_j_ref']:.4g} J, area {s['area_mm2_ref']:.3f} mm^2; "
-               f"peak power {s['peak_power_w']:.3g} W")
+    typer.echo(f"peak power {s['peak_power_w']:.3g} W; the reference accelerator running plain BP: energy "
+               f"{s['energy_j_ref']:.4g} J, area {s['area_mm2_ref']:.4g} mm^2")
     if cfg.parallel is not None:
         par = cfg.parallel
         typer.echo(f"pipeline: {par.stages} stages x {par.replicas} replica(s) = {par.devices} accelerators, "
@@ -85,8 +85,9 @@ def evaluate_cmd(
 
 
 def metric_rows(metrics: dict) -> list[dict]:
-    """One row per metric present in ``metrics``, in the registry's order: name, value, unit, description."""
+    """One row per metric present in ``metrics``, in the registry's order: name, value, unit (each metric's
+    description: :mod:`dse.evaluation.metrics`)."""
     from dse.evaluation import metrics as registry
 
-    return [{"metric": x.name, "value": x.fmt.format(metrics[x.name]), "unit": x.unit,
-             "description": x.description} for x in registry.all_metrics() if x.name in metrics]
+    return [{"metric": x.name, "value": f"{metrics[x.name]:.4g}", "unit": x.unit}
+            for x in registry.all_metrics() if x.name in metrics]

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import numpy as np
 import typer
 
+from accel import DATAFLOW_NAMES
 from dse.errors import UsageError
 
 __all__ = ["layer"]
@@ -105,8 +106,8 @@ def layer(
     rows: Annotated[int, typer.Option("--rows", help="PE array rows.")] = 32,
     cols: Annotated[int, typer.Option("--cols", help="PE array columns.")] = 32,
     dataflow: Annotated[str, typer.Option(
-        "--dataflow", help="Dataflow: os (output stationary), ws (weight stationary), is (input stationary), "
-                           "or all (a table of the three).")] = "os",
+        "--dataflow", help=f"Dataflow: {', '.join(DATAFLOW_NAMES)} (output, weight, input stationary...), "
+                           "or all (a table of every dataflow).")] = "os",
     word_bytes: Annotated[int, typer.Option("--word-bytes", help="Bytes per operand word (2 = bf16, 1 = int8).")] = 2,
     acc_bytes: Annotated[int, typer.Option(
         "--acc-bytes", help="Bytes per accumulator / partial sum (>= word bytes).")] = 4,
@@ -121,7 +122,6 @@ def layer(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")] = False,
 ) -> None:
     """Cost one GEMM or convolution on one systolic-array configuration: cycles, traffic, energy."""
-    from accel import DATAFLOW_NAMES
     from dse.config.values import check_number
 
     for opt, v in (("--rows", rows), ("--cols", cols), ("--ifmap-kb", ifmap_kb), ("--filter-kb", filter_kb),

@@ -10,6 +10,8 @@ import typer
 
 from dse.cli.output import echo_json, echo_table
 from dse.errors import UsageError
+from models.graph import OPTIMIZER_STATE
+from models.nets.registry import DATASETS
 
 __all__ = ["models_cmd"]
 
@@ -20,7 +22,8 @@ def models_cmd(
                                               "model); without it, list the whole zoo."),
     dataset: Optional[str] = typer.Option(
         None, "--dataset", "-d",
-        help="Input set-up: imagenet (3x224x224, 1000 classes), cifar10 or cifar100 (3x32x32). "
+        help="Input set-up: " + ", ".join(f"{n} ({c}x{s}x{s}, {k} classes)" for n, (c, s, k) in DATASETS.items())
+             + ". "
              "Default: each model's own (299x299 for Inception, 416x416 for YOLOv3)."),
     onnx_file: Optional[Path] = typer.Option(None, "--onnx", metavar="FILE",
                                              help="An ONNX model instead of NAME (shapes inferred)."),
@@ -32,7 +35,7 @@ def models_cmd(
     batch: int = typer.Option(32, "--batch", "-b", min=1, help="Batch size for --ops."),
     optimizer: str = typer.Option("sgd_momentum", "--optimizer",
                                   help="Optimizer whose state the weight update reads and writes "
-                                       "(sgd, sgd_momentum, adam), for --ops."),
+                                       f"({', '.join(OPTIMIZER_STATE)}), for --ops."),
     fmt: Optional[str] = typer.Option(
         None, "--format", "-f",
         help="table, json, or with --ops also scalesim (the forward GEMMs at --batch in SCALE-Sim's "

@@ -16,6 +16,7 @@ import typer
 from accel import DATAFLOW_NAMES
 from accel.pipeline import SCHEDULES
 from dse.errors import UsageError
+from models.nets.registry import DATASETS
 from models.schemes import PREDICTING
 
 __all__ = ["pipeline", "explicit_steps", "model_steps"]
@@ -111,7 +112,7 @@ def pipeline(
         "--model", help="A zoo model, cut into balanced stages on the accelerator "
                         "(instead of --tf/--tb/--tw).")] = None,
     dataset: Annotated[Optional[str], typer.Option(
-        "--dataset", help="With --model: imagenet, cifar10, cifar100.")] = None,
+        "--dataset", help=f"With --model: {', '.join(DATASETS)}.")] = None,
     batch: Annotated[int, typer.Option("--batch", "-b", help="With --model: samples per step (all micro-batches "
                                                             "of all replicas).")] = 32,
     rows: Annotated[int, typer.Option("--rows", help="PE array rows (with --model).")] = 32,
@@ -140,6 +141,9 @@ def pipeline(
         raise UsageError(f"--gp-fraction: must be in [0, 1], got {gp_fraction}")
     if width and width < 10:
         raise UsageError(f"--width: at least 10 columns (0 for no chart), got {width}")
+    if scheme is not None and (model is None or gp_fraction == 0):
+        raise UsageError("--scheme: give it with --model and --gp-fraction > 0 (the scheme's GP step is costed "
+                         "from the model's ops; explicit --tf/--tb/--tw times have no scheme)")
     explicit = [o for o, v in (("--tf", tf), ("--tb", tb), ("--tw", tw)) if v is not None]
     results, steps = [], []
     if model is None:

@@ -113,10 +113,12 @@ def _all_failed(spec, storage, study_file) -> None:
     trials = study.get_trials(deepcopy=False)
     from dse.search.strategies import strategy_class
 
-    for helper in strategy_class(spec.strategy).helper_studies(spec.name):  # e.g. the hybrid's training
-        try:                                                                 # settings, when none reached
+    # the strategy's helper studies (the hybrid's training settings), whose trials give the reason when
+    # none reached the main study
+    for helper in strategy_class(spec.strategy).helper_studies(spec.name):
+        try:
             trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(deepcopy=False)
-        except KeyError:  # not made yet                                     # the main study
+        except Exception:  # not made yet, or unreadable: the main study's trials still give the reason
             pass
     reasons: dict[str, int] = {}
     for t in trials:

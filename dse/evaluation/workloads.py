@@ -34,7 +34,8 @@ def training_ops(key: tuple, batch: int, optimizer: str, word_bytes: int):
 
 @lru_cache(maxsize=256)
 def scheme_plan_of(key: tuple, training: tuple, batch: int, word_bytes: int):
-    """The scheme's plan for a model (``training``: :func:`plan_key`); ``None`` for plain BP."""
+    """The scheme's plan for a model (``training``: :func:`dse.config.configuration.plan_key`); ``None`` for
+    plain BP."""
     cfg = SurrogateConfig.from_dict(dict(training))
     if cfg.scheme == "bp":
         return None

@@ -34,7 +34,7 @@ __all__ = ["Guard", "guarded", "queue", "drop_queued", "orphans", "owner", "owne
 #: a RUNNING trial without an owner record is taken as abandoned once it is this old (seconds): a live worker
 #: records itself within milliseconds of creating the trial
 ORPHAN_GRACE_S = 30.0
-#: fail reasons beginning with this do not count toward the budget (see ``dse.search.study._counts``)
+#: fail reasons beginning with this do not count toward the budget (see ``dse.search.study.counts_toward_budget``)
 INTERRUPTED = "interrupted"
 
 _HOST = socket.gethostname()

@@ -1,6 +1,8 @@
 """Optuna samplers by name, one registry: the study file's ``sampler`` choices and ``dse run --sampler`` read
 it. Each entry builds a sampler for a study spec and a seed. The Python API also takes any Optuna
-``BaseSampler`` instance instead of a name (``dse.run(spec, sampler=optuna.samplers.GPSampler())``).
+``BaseSampler`` instance instead of a name (``dse.run(spec, sampler=optuna.samplers.GPSampler())``); such an
+instance is used as given, with its own seed: a run resumed with an instance seeded alike may propose what
+the first run proposed (give it a new seed), whereas a named sampler is seeded by worker and history.
 
 **Adding a sampler**: one function here and one line in :data:`SAMPLERS`. Optuna is imported when a sampler
 is built, not with this module, so that a study file is validated without importing it.
@@ -12,7 +14,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Callable
 
-__all__ = ["SAMPLERS", "make_sampler"]
+__all__ = ["SAMPLERS", "make_sampler", "check_sampler"]
 
 
 @contextmanager
@@ -69,7 +71,20 @@ SAMPLERS: dict[str, Callable[[Any, int], Any]] = {
 
 def make_sampler(spec, seed: int, sampler: Any = None):
     """The sampler for ``spec``: ``sampler`` when it is an Optuna sampler instance (injected through the Python
-    API), else the registry's entry for ``spec.sampler``, seeded with ``seed``."""
-    if sampler is not None and not isinstance(sampler, str):
+    API; used as given, with its own seed), else the registry's entry for ``spec.sampler``, seeded with
+    ``seed``."""
+    if sampler is not None:
+        check_sampler(sampler)
         return sampler
-    return SAMPLERS[sampler or spec.sampler](spec, seed)
+    return SAMPLERS[spec.sampler](spec, seed)
+
+
+def check_sampler(sampler: Any) -> None:
+    """``UsageError`` unless ``sampler`` is an Optuna sampler instance."""
+    import optuna
+
+    from dse.errors import UsageError
+
+    if not isinstance(sampler, optuna.samplers.BaseSampler):
+        raise UsageError(f"sampler: an optuna.samplers.BaseSampler instance, or a name in the study file "
+                         f"({', '.join(SAMPLERS)}); got {sampler!r}")

@@ -54,7 +54,8 @@ from dse.search.storage import (
 if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec
 
-__all__ = ["open_study", "open_storage", "suggest", "distribution", "trial_objective", "counts_toward_budget",
+__all__ = ["open_study", "open_storage", "suggest", "distribution", "trial_objective", "evaluate_trial",
+           "counts_toward_budget",
            "load_points", "point_of", "trial_record", "storage_url", "mask_url", "hv_reference", "TrialFailed",
            "RunResult", "FINISHED"]
 
@@ -351,7 +352,7 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
         guard = runguard.current
         try:
             with guard.raising():  # a signal stops the trial here, never inside Optuna's bookkeeping
-                return _evaluate_trial(trial, spec)
+                return evaluate_trial(trial, spec)
         except KeyboardInterrupt:
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C or SIGTERM)")
             raise
@@ -378,7 +379,8 @@ def _is_fault(e: BaseException) -> bool:
     return isinstance(e, CacheError) or fault_of(e) is not None
 
 
-def _evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
+def evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
+    """Sample every knob of ``spec`` on ``trial``, evaluate the configuration and record it; its values."""
     params = {name: suggest(trial, name, knob) for name, knob in spec.space.searched()}
     try:
         cfg = spec.configuration(params)

@@ -57,7 +57,7 @@ from dse.config.values import check_name, check_number
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.search.samplers import SAMPLERS as SAMPLER_REGISTRY
-from dse.search.strategies import STRATEGIES
+from dse.search.strategies import STRATEGIES, Option
 from models.surrogate import SurrogateConfig
 
 __all__ = ["StudySpec", "Objective", "Constraint", "load_study", "spec_from_dict", "SAMPLERS", "STRATEGIES"]
@@ -122,17 +122,16 @@ class StudySpec:
     #: the raw TOML document as read
     raw: dict = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        # every strategy's options, at their declared defaults unless given (a spec built in code and one read
+        # from a file with the same values are equal)
+        object.__setattr__(self, "options", {**{n: o.default for n, o in OPTIONS.items()}, **self.options})
+
     def __getattr__(self, name: str):
-        # a strategy's option (spec.front_size for the hybrid's): its value, else its declared default
-        if name.startswith("__"):
-            raise AttributeError(name)
+        # a strategy's option: spec.front_size reads spec.options["front_size"]
         opts = self.__dict__.get("options", {})
-        if name in opts:
+        if not name.startswith("__") and name in opts:
             return opts[name]
-        for s in STRATEGIES.values():
-            for o in s.options:
-                if o.name == name:
-                    return o.default
         raise AttributeError(f"'StudySpec' object has no attribute {name!r}")
 
     @property
@@ -152,7 +151,7 @@ class StudySpec:
         """What the study's trials depend on, as plain JSON-able data: the strategy, the base configuration,
         the space, the objectives, the constraints and the surrogate seeds (not the budget, the sampler or
         its seed, which a resumed run may change). Stored with the study; :func:`dse.search.study.open_study`
-        refuses a file whose identity differs (:func:`identity_change` says how)."""
+        refuses a file whose identity differs (:func:`dse.search.identity.identity_change` says how)."""
         return {"strategy": self.strategy, "seeds": self.seeds, "base": self.base.to_dict(),
                 "space": {n: _knob_doc(k) for n, k in self.space},
                 "objectives": [f"{o.direction} {o.metric}" for o in self.objectives],
@@ -175,10 +174,9 @@ class StudySpec:
     def with_overrides(self, **kw) -> "StudySpec":
         """A copy with fields or strategy options replaced (``None`` leaves one as it is)."""
         kw = {k: v for k, v in kw.items() if v is not None}
-        names = {o.name for s in STRATEGIES.values() for o in s.options}
-        opts = {k: kw.pop(k) for k in list(kw) if k in names}
-        if opts:
-            kw["options"] = {**self.options, **opts}
+        opts = {k: kw.pop(k) for k in list(kw) if k in OPTIONS}
+        if opts:  # checked as the study file's [study] table is (type and bounds)
+            kw["options"] = {**self.options, **{k: _option(opts, OPTIONS[k]) for k in opts}}
         if "sampler" in kw and kw["sampler"] not in SAMPLERS:
             raise UsageError(f"--sampler: {kw['sampler']!r} is not a sampler; choose one of {', '.join(SAMPLERS)}")
         if "strategy" in kw and kw["strategy"] not in STRATEGIES:
@@ -198,6 +196,18 @@ class StudySpec:
         if "strategy" in kw:
             STRATEGIES[spec.strategy].validate(spec)
         return spec
+
+
+#: every strategy's [study] options by name (dse.search.strategies: each declares its own)
+OPTIONS: dict[str, Option] = {o.name: o for s in STRATEGIES.values() for o in s.options}
+_clash = [o.name for o in (o for s in STRATEGIES.values() for o in s.options)
+          if o.name in {f.name for f in fields(StudySpec)} or OPTIONS[o.name] is not o]
+assert not _clash, f"strategy options must have names of their own (not a [study] field's): {_clash}"
+
+
+def _option(table: dict, o: Option) -> Any:
+    """Option ``o``'s value in ``table``, checked (type, bounds) with a message naming ``study.<name>``."""
+    return take(table, o.name, o.type, "study", default=o.default, low=o.low, high=o.high)
 
 
 def _knob_doc(k) -> Any:
@@ -326,8 +336,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
         population=take(st, "population", int, "study", default=None, low=2),
         strategy=strategy,
-        options={o.name: take(st, o.name, o.type, "study", default=o.default, low=o.low, high=o.high)
-                 for o in declared},
+        options={o.name: _option(st, o) for o in declared},
         workers=take(st, "workers", int, "study", default=1, low=1, high=64),
         hv_reference=hv_ref,
         path=path,

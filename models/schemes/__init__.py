@@ -12,9 +12,12 @@ module, ``models/schemes/<name>.py`` (the controls ``null``, ``null_momentum`` a
   scheme adds to a training step on the accelerator; ``models/schemes/plan.py`` documents the plan).
 
 ``models/schemes/registry.py`` is the one name table (:data:`REGISTRY`, a :class:`SchemeRecord` per scheme);
-every list of scheme names derives from it (the configuration's ``scheme`` choices, the controls, the
-diagnostics, the experiments' list). It is a light leaf: importing this package loads only the table; a
-scheme's module is imported when one of its halves is first used.
+every list of scheme names the code reads derives from it (the configuration's ``scheme`` choices, the
+controls, the diagnostics, the schemes ``proxy_experiments`` compares). The experiments behind
+docs/surrogate.md (``models/surrogate/experiments.py``) name the settings they measured (a label, knobs and
+an adaptive threshold per scheme): a new scheme joins them by a row there. The table is a light leaf:
+importing this package loads only the table; a scheme's module is imported when one of its halves is first
+used.
 
 **Adding a scheme** ``foo``:
 

@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from accel import HardwareArray
 from dse.evaluation.evaluator import evaluate, hardware_metrics
 from dse.search.runner import run_study as run
-from dse.search.strategies.hybrid import _hardware, hardware_candidates
+from dse.search.strategies.hybrid import hardware_candidates, hardware_of
 from dse.search.study import load_points, open_study
 from dse.search.studyfile import load_study
 
@@ -65,7 +65,7 @@ def test_hybrid_enters_the_hardware_subfront_of_each_trained_setting(study_file)
         cfg = replace(cfg, seeds=spec.seeds)
         metrics = evaluate(cfg)["metrics"]
         cands = [c for c in hardware_candidates(spec, max_points=spec.inner_points, seed=0)]
-        hws = [h for h in (_hardware(spec, c) for c in cands) if h is not None]
+        hws = [h for h in (hardware_of(spec, c) for c in cands) if h is not None]
         hm = hardware_metrics(cfg, HardwareArray.from_list(hws), metrics["gp_fraction"])
         feasible = hm["area_mm2"] <= 4.0
         allv = np.column_stack([np.full(len(hws), metrics[m]) if m not in hm else hm[m] for m in spec.metrics])

@@ -15,7 +15,7 @@ from dse.config.parallel import ParallelConfig
 from dse.errors import UsageError
 from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search.studyfile import load_study
-from tests.dse.conftest import FAST_STUDY, write_study
+from studyfiles import FAST_STUDY, write_study
 
 BASE = {"workload": {"models": ["resnet18"], "dataset": "cifar10", "batch": 64, "dataset_size": 6400,
                      "epochs": 1},

@@ -81,3 +81,11 @@ def test_every_named_sampler_builds_and_an_injected_one_is_used(tmp_path, study_
     assert res["finished"] == 3 and Counting.calls >= 3 * len(spec.space.searched())
     with pytest.raises(UsageError, match="sampler: a sampler instance runs in this process only"):
         dse.run(spec, sampler=Counting(seed=0), workers=2)
+
+
+def test_a_sampler_that_is_neither_a_name_nor_an_optuna_sampler_is_refused(study_file):
+    spec = load_study(study_file).with_overrides(trials=2)
+    with pytest.raises(UsageError, match="--sampler: 'bogus' is not a sampler"):
+        dse.run(spec, sampler="bogus")
+    with pytest.raises(UsageError, match="sampler: an optuna.samplers.BaseSampler instance"):
+        dse.run(spec, sampler=optuna.samplers.RandomSampler)  # the class, not an instance

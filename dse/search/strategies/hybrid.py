@@ -1,7 +1,8 @@
 """The hybrid co-search: Optuna samples training knobs; the cheap hardware model searches hardware.
 
 A joint sampler spends a training-surrogate run (seconds) on every trial to learn about hardware it could
-have enumerated for microseconds. The hybrid strategy (:class:`Hybrid`, a :class:`dse.search.runner.Strategy`)
+have enumerated for microseconds. The hybrid strategy (:class:`Hybrid`, a
+:class:`dse.search.strategies.base.Strategy`)
 splits the two; one step is one training setting:
 
 1. an *outer* Optuna study, stored beside the main one as ``<name>.training`` (same storage, sampler and
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from dse.search.runner import Runner
     from dse.search.studyfile import StudySpec
 
-__all__ = ["Hybrid", "hardware_candidates", "TRAINING_SUFFIX", "MAX_REPEATS"]
+__all__ = ["Hybrid", "hardware_candidates", "hardware_of", "costed_points", "TRAINING_SUFFIX", "MAX_REPEATS"]
 
 #: the outer study's name is the main study's plus this
 TRAINING_SUFFIX = ".training"
@@ -104,7 +105,7 @@ def hardware_candidates(spec: StudySpec, *, max_points: int, seed: int) -> list[
     return out
 
 
-def _hardware(spec: StudySpec, params: dict) -> Hardware | None:
+def hardware_of(spec: StudySpec, params: dict) -> Hardware | None:
     """The candidate accelerator for hardware knob values ``params`` (None if it is impossible)."""
     hw = {**spec.base.hardware.to_dict(), **spec.space.split(params, section="hardware").get("hardware", {})}
     try:
@@ -213,6 +214,9 @@ class Hybrid(Strategy):
                                 "each objective reached over the setting's hardware sub-front, whose points "
                                 f"are trials of {spec.name!r}")
         self.grid = None
+        if spec.sampler == "grid" and runner.sampler is not None:
+            raise UsageError("sampler: the hybrid strategy walks a grid file's training settings itself; "
+                             "give no sampler instance with sampler = \"grid\"")
         if spec.sampler == "grid":
             # the grid of training settings in a seeded order; each is proposed once, then the run ends
             self.grid = [dict(zip([n for n, _ in self.train_knobs], combo))
@@ -220,7 +224,8 @@ class Hybrid(Strategy):
             np.random.default_rng(spec.seed).shuffle(self.grid)
             sampler = optuna.samplers.RandomSampler(seed=spec.seed)
         else:
-            # seeded by worker and history, so that a resumed run does not replay the first run's samples
+            # a named sampler is seeded by worker and history, so that a resumed run does not replay the first
+            # run's samples (an injected instance keeps its own seed: dse.search.samplers)
             sampler = make_sampler(spec, derive_seed(spec.seed, 1000 * runner.worker, len(outer.trials)),
                                    runner.sampler)
         self.outer = optuna.load_study(storage=store, study_name=name, sampler=sampler)
@@ -317,7 +322,7 @@ class Hybrid(Strategy):
             return self._hw_grid
         keep, hws = [], []
         for c in hardware_candidates(self.spec, max_points=self.spec.inner_points, seed=seed):
-            h = _hardware(self.spec, c)
+            h = hardware_of(self.spec, c)
             if h is not None:
                 hws.append(h)
                 keep.append(c)
