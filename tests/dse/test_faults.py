@@ -271,14 +271,14 @@ def test_a_second_signal_during_optunas_bookkeeping_exits_130(tmp_path):
     r = _inject("""
         import optuna.study._optimize as o
         import dse.search.study as ds
-        _eval, _tell = ds._evaluate_trial, o._tell_with_warning
+        _eval, _tell = ds.evaluate_trial, o._tell_with_warning
         def evaluate(*a, **k):
             os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the trial runs
             return _eval(*a, **k)
         def tell(*a, **k):
             os.kill(os.getpid(), signal.SIGINT)  # the second, while Optuna records the interrupted trial
             return _tell(*a, **k)
-        ds._evaluate_trial, o._tell_with_warning = evaluate, tell
+        ds.evaluate_trial, o._tell_with_warning = evaluate, tell
     """, "run", f, "-q", "--trials", 3)
     assert r.returncode == 130, r.stderr
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
