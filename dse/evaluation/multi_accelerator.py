@@ -1,25 +1,15 @@
 """Training over several accelerators: a configuration with a ``[parallel]`` table (:mod:`dse.config.parallel`),
 costed as a pipeline of accelerators.
 
-```toml
-[parallel]
-stages = 4               # pipeline stages, one accelerator each (the [hardware] accelerator)
-microbatches = 8         # micro-batches per step; the workload's batch is split over replicas x microbatches
-schedule = "zb-h1"       # gpipe, 1f1b, 1f1b-interleaved, zb-h1, zb-h2, 2bp (accel.pipeline.SCHEDULES)
-chunks = 1               # model chunks per device (1f1b-interleaved only)
-link_gbps = 50.0         # link between neighbouring devices, GB/s (1e9 bytes/s)
-link_latency_us = 5.0    # microseconds per transfer
-replicas = 1             # data-parallel copies of the pipeline (ring all-reduce of the weight gradients)
-```
-
-Every field is a knob: ``[space.parallel]`` searches them like hardware or training knobs (parameter names
-``parallel.stages`` and so on). With the table present, the candidate's job is costed by
-:func:`accel.pipeline.pipeline_job` on ``stages x replicas`` accelerators: ``speedup`` = the reference
-accelerator's plain-BP job time (one device, as without the table) / the pipeline job's time;
-``speedup_same_hw`` = the same pipeline running plain BP / the candidate; ``energy_j`` the whole system's
-job energy (every device's ops, every device's leakage over the whole job -- idle devices leak in the
-bubbles -- and the link energy per byte from the technology table); ``area_mm2`` stays the area of one
-accelerator. The workload's ``batch`` is the global batch of a step, so a job has the same steps as on one
+The table's fields (stages, micro-batches, schedule, chunks, link, replicas) are documented there; each is a
+knob that ``[space.parallel]`` searches (parameter names ``parallel.stages`` and so on). With the table
+present, the candidate's job is costed by :func:`accel.pipeline.pipeline_job` on ``stages x replicas``
+accelerators: ``speedup`` = the reference accelerator's plain-BP job time (one device, as without the table) /
+the pipeline job's time; ``speedup_same_hw`` = the same pipeline running plain BP / the candidate;
+``energy_j`` the whole system's job energy (every device's ops, every device's leakage over the whole job --
+idle devices leak in the bubbles -- and the link energy per byte from the technology table); ``area_mm2``
+stays the area of one accelerator. The workload's ``batch`` is the global batch of a step, so a job has the
+same steps as on one
 device; each micro-batch holds ``batch / (replicas * microbatches)`` samples (it must divide).
 
 Metrics of every configuration (one device without the table): ``throughput`` (training samples per second
