@@ -9,8 +9,7 @@ the pipeline job's time; ``speedup_same_hw`` = the same pipeline running plain B
 ``energy_j`` the whole system's job energy (every device's ops, every device's leakage over the whole job --
 idle devices leak in the bubbles -- and the link energy per byte from the technology table); ``area_mm2``
 stays the area of one accelerator. The workload's ``batch`` is the global batch of a step, so a job has the
-same steps as on one
-device; each micro-batch holds ``batch / (replicas * microbatches)`` samples (it must divide).
+same steps as on one device; each micro-batch holds ``batch / (replicas * microbatches)`` samples (it must divide).
 
 Metrics of every configuration (one device without the table): ``throughput`` (training samples per second
 over the job), ``bubble_rate`` (idle share of the devices' time in the steps; 0 on one device) and
