@@ -23,6 +23,7 @@ DSE_LAYERS = ("dse.errors", "dse.config", "dse.evaluation", "dse.search", "dse.r
 
 
 def _modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file (a package is named by its ``__init__.py``)."""
     out = {}
     for pkg in PACKAGES:
         for f in sorted((root / pkg).rglob("*.py")):
@@ -41,15 +42,16 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def import_graph(text_of: dict[str, str]) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
-    """(module -> modules it imports, [(importer, module, private name)]) over the modules given."""
+def import_graph(text_of: dict[str, str], packages: frozenset[str] = frozenset()
+                 ) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """(module -> modules it imports, [(importer, module, private name)]) over the modules given;
+    ``packages``: the ones that are packages (a relative import in them is relative to themselves)."""
     mods = set(text_of)
     edges: dict[str, set[str]] = {m: set() for m in mods}
     private = []
     for mod, text in text_of.items():
         tree = ast.parse(text)
         skip = _type_checking_nodes(tree)
-        is_pkg = text_of.get(mod + ".__init__") is not None  # never: keys are dotted module names
         for node in ast.walk(tree):
             if id(node) in skip or not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
@@ -59,7 +61,7 @@ def import_graph(text_of: dict[str, str]) -> tuple[dict[str, set[str]], list[tup
             else:
                 base = node.module or ""
                 if node.level:
-                    here = mod.split(".") if _is_package(mod, text_of) or is_pkg else mod.split(".")[:-1]
+                    here = mod.split(".") if mod in packages else mod.split(".")[:-1]
                     up = here[:len(here) - (node.level - 1)]
                     base = ".".join(up + ([node.module] if node.module else []))
                 for a in node.names:
@@ -75,10 +77,6 @@ def import_graph(text_of: dict[str, str]) -> tuple[dict[str, set[str]], list[tup
                 if name and name.startswith("_") and not name.startswith("__"):
                     private.append((mod, t, name))
     return edges, private
-
-
-def _is_package(mod: str, text_of: dict[str, str]) -> bool:
-    return any(k.startswith(mod + ".") for k in text_of)
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -129,7 +127,9 @@ def _layer(mod: str) -> int:
 
 @pytest.fixture(scope="module")
 def graph():
-    return import_graph({m: p.read_text() for m, p in _modules(ROOT).items()})
+    mods = _modules(ROOT)
+    return import_graph({m: p.read_text() for m, p in mods.items()},
+                        frozenset(m for m, p in mods.items() if p.name == "__init__.py"))
 
 
 def test_no_import_cycle(graph):
@@ -151,14 +151,17 @@ def test_dse_layers_import_downward_only(graph):
 
 def test_the_checks_find_what_they_look_for():
     """The checks on a made-up package: a cycle through a deferred import, a private import, a type-only
-    import that is not an edge, and an upward import."""
+    import that is not an edge, an upward import, and relative imports from a package and from a module."""
     text_of = {
         "dse.config.a": "def f():\n    from dse.search.b import g\n",
         "dse.search.b": "from dse.config.a import _hidden\nfrom typing import TYPE_CHECKING\n"
                         "if TYPE_CHECKING:\n    from dse.cli.c import x\n",
         "dse.cli.c": "import dse.search.b\n",
+        "dse.cli": "from .c import y\n",
+        "dse.cli.d": "from ..search import b\n",
     }
-    edges, private = import_graph(text_of)
+    edges, private = import_graph(text_of, frozenset({"dse.cli"}))
+    assert edges["dse.cli"] == {"dse.cli.c"} and edges["dse.cli.d"] == {"dse.search.b"}
     assert cycles(edges) == [["dse.config.a", "dse.search.b"]]
     assert private == [("dse.search.b", "dse.config.a", "_hidden")]
     assert "dse.cli.c" not in edges["dse.search.b"]

@@ -23,8 +23,6 @@ __all__ = ["pipeline", "explicit_steps", "model_steps"]
 
 
 def _schedules(text: str) -> list[str]:
-    from accel.pipeline import SCHEDULES
-
     names = list(SCHEDULES) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
     for n in names:
         if n not in SCHEDULES:

@@ -163,8 +163,7 @@ def scheme_plan(cfg: Any, net: Any, batch: int, *, word_bytes: int = 2) -> "Sche
     at ``batch``; ``cfg`` is any object with the scheme's knobs (a ``SurrogateConfig``)."""
     rec = REGISTRY.get(cfg.scheme)
     if rec is None or not rec.needs_cost:
-        costed = [n for n, r in REGISTRY.items() if r.needs_cost]
-        raise ValueError(f"scheme: one of {', '.join(costed)} has a cost plan (got {cfg.scheme!r})")
+        raise ValueError(f"scheme: one of {', '.join(COSTED)} has a cost plan (got {cfg.scheme!r})")
     return rec.lowering()(cfg, net, batch, word_bytes)
 
 

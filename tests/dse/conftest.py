@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from studyfiles import FAST_STUDY, write_study  # noqa: F401 - re-exported for the tests
+from studyfiles import write_study
 
 
 @pytest.fixture(autouse=True)
@@ -18,9 +17,7 @@ def _cache(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def study_file(tmp_path) -> Path:
-    p = tmp_path / "tiny.toml"
-    p.write_text(textwrap.dedent(FAST_STUDY))
-    return p
+    return write_study(tmp_path, name="tiny.toml")
 
 
 @pytest.fixture(scope="session")
@@ -34,8 +31,7 @@ def ran_study(tmp_path_factory) -> Path:
     old = os.environ.get("DSE_CACHE_DIR")
     os.environ["DSE_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "dse-cache")
     try:
-        p = tmp_path_factory.mktemp("ran") / "tiny.toml"
-        p.write_text(textwrap.dedent(FAST_STUDY))
+        p = write_study(tmp_path_factory.mktemp("ran"), name="tiny.toml")
         assert run(load_study(p))["complete"] == 12
     finally:
         if old is None:
