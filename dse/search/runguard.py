@@ -1,11 +1,11 @@
 """What keeps a run's storage consistent whatever stops it: signals, dead workers, queued trials, faults.
 
-- :class:`Guard` (installed for a run by :func:`guarded`): SIGINT and SIGTERM set a flag while Optuna does
-  its bookkeeping (asking for a trial, recording its result: the innermost frame of Optuna or of dse is
-  Optuna's) and raise ``KeyboardInterrupt`` in the objective's own work (:meth:`Guard.raising` makes that
-  explicit), in dse's own code between trials, or when a deferred signal is delivered again 0.2 s later
-  (:meth:`Guard.check` raises it at once). A trial is therefore never left
-  RUNNING without its owner's record, and a second Ctrl-C cannot break Optuna's own code.
+- :class:`Guard` (installed for a run by :func:`guarded`): SIGINT and SIGTERM set a flag while Optuna does its
+  bookkeeping (asking for a trial, recording its result: the innermost frame of Optuna or of dse is Optuna's,
+  or dse's journal backend that Optuna calls) and raise ``KeyboardInterrupt`` in the objective's own work
+  (:meth:`Guard.raising` makes that explicit), in dse's own code between trials, or when a deferred signal is
+  delivered again 0.2 s later (:meth:`Guard.check` raises it at once). A trial is therefore never left RUNNING
+  without its owner's record, and a second Ctrl-C cannot break Optuna's own code.
 - :func:`queue`: enqueue a trial marked with the process that queued it; :func:`drop_queued` fails this
   process's WAITING trials when its run ends, and :func:`orphans` finds RUNNING and WAITING trials that no
   live process owns (the owner died, or a RUNNING trial has no owner record and is older than
@@ -152,15 +152,18 @@ class Guard:
 
 #: packages whose code a signal interrupts at once (the objective's own work, dse's loops)
 _OURS = ("dse", "models", "accel")
+#: dse's modules that Optuna's bookkeeping calls into (the journal backend writes and reads its records):
+#: a signal there is deferred as inside Optuna's own code
+_BOOKKEEPING = ("dse.search.storage",)
 
 
 def _in_optuna(frame) -> bool:
     """Whether the interrupted code is Optuna's bookkeeping: the innermost frame that is Optuna's or ours
-    (libraries such as SQLAlchemy in between are skipped) is Optuna's. An objective's own work, called by
-    Optuna, is ours."""
+    (libraries such as SQLAlchemy in between are skipped) is Optuna's or dse's storage layer. An objective's
+    own work, called by Optuna, is ours."""
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
-        if name == "optuna" or name.startswith("optuna."):
+        if name == "optuna" or name.startswith("optuna.") or name in _BOOKKEEPING:
             return True
         if name.split(".", 1)[0] in _OURS:
             return False

@@ -264,6 +264,28 @@ def test_a_signal_inside_optunas_ask_leaves_no_ownerless_running_trial(tmp_path)
     _check_budget(spec, None, 4)
 
 
+def test_a_signal_inside_dses_journal_backend_is_deferred_as_optunas_bookkeeping_is():
+    """dse's journal backend (dse.search.storage) runs inside Optuna's bookkeeping: a signal arriving there
+    (a worker whose parent died, under load) must be deferred, not raised mid-write, which left the trial
+    being created or told RUNNING with no record (seen 2 times in 20 parent-kill runs under load)."""
+    from types import SimpleNamespace as Frame
+
+    from dse.search.runguard import Guard
+
+    runner = Frame(f_globals={"__name__": "dse.search.runner"}, f_back=None)
+    optuna_tell = Frame(f_globals={"__name__": "optuna.storages.journal._storage"}, f_back=runner)
+    backend = Frame(f_globals={"__name__": "dse.search.storage"}, f_back=optuna_tell)
+    objective = Frame(f_globals={"__name__": "dse.search.study"}, f_back=optuna_tell)
+    guard = Guard()
+    try:
+        guard._handler(signal.SIGTERM, backend)  # deferred: no KeyboardInterrupt here
+        assert guard.pending
+        with pytest.raises(KeyboardInterrupt):
+            guard._handler(signal.SIGTERM, objective)  # the objective's own work stops at once
+    finally:
+        guard.close()
+
+
 def test_a_second_signal_during_optunas_bookkeeping_exits_130(tmp_path):
     f = _study(tmp_path)
     spec = load_study(f)
