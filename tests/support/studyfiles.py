@@ -1,6 +1,6 @@
 """The study files the tests copy, in one place: a small, fast study (digits surrogate, an MLP, one seed) and
 the edits tests make to it. Imported by the conftest and by tests as ``from studyfiles import ...`` (pytest puts
-``tests/`` on the path: ``pythonpath`` in pyproject.toml)."""
+``tests/support/`` on the path: ``pythonpath`` in pyproject.toml)."""
 
 from __future__ import annotations
 
