@@ -94,7 +94,6 @@ class Guard:
 
     def __init__(self) -> None:
         self.pending = False
-        self._armed = False
         self._timer: threading.Timer | None = None
         self._closed = False
         self.fault: BaseException | None = None
@@ -104,8 +103,7 @@ class Guard:
         self.pending = True
         if self._closed:  # the run is cleaning up (failing its queued trials): let it finish
             return
-        if self._armed or not _in_optuna(frame):
-            self._armed = False  # a second signal, during the bookkeeping that follows, is deferred
+        if not _in_optuna(frame):  # the objective's own work, dse's loops: stop here
             raise KeyboardInterrupt
         # inside Optuna's bookkeeping (asking, telling, recording attributes): deliver it again shortly, so
         # that it stops the run once the bookkeeping is over even if no one calls check()
@@ -125,13 +123,11 @@ class Guard:
 
     @contextmanager
     def raising(self):
-        """Inside: a signal raises KeyboardInterrupt at once (one already received raises on entry)."""
+        """The objective's own work: a signal already received raises on entry; one that comes inside raises
+        at once, unless it lands in Optuna's bookkeeping the work calls (a parameter being stored, say), where
+        it is deferred and delivered again 0.2 s later, so that no trial is left half-recorded."""
         self.check()
-        self._armed = True
-        try:
-            yield
-        finally:
-            self._armed = False
+        yield
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if a signal came while it was deferred, or the fault an objective met."""
