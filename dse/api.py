@@ -109,13 +109,24 @@ class Study:
 
     def front(self, *, columns: list[str] | None = None, sort: str | None = None, limit: int | None = None,
               where: list[str] = ()):
-        """The feasible Pareto front as a pandas DataFrame: ``trial``, the objectives, every other metric
-        (``<metric>_std`` seed spreads beside the accuracy figures when the study has several seeds), every
-        knob; best first in ``sort`` (default the first objective), filtered by ``where`` (e.g.
-        ``["accuracy_drop<=1"]``), at most ``limit`` rows, only ``columns`` (and ``trial``)."""
-        import pandas as pd
+        """The feasible Pareto front as a pandas DataFrame: ``trial``, the objectives, every other metric (an
+        accuracy metric's standard error ``<metric>_se`` beside it and the number of surrogate ``seeds`` when
+        the trials recorded them; ``<metric>_std`` seed spreads when the study has several seeds), every knob
+        (a bundle as its fields); best first in ``sort`` (default the first objective), filtered by ``where``
+        (e.g. ``["accuracy_drop<=1"]``), at most ``limit`` rows, only ``columns`` (and ``trial``). A value a
+        trial does not have is NaN."""
+        from dse.results.views import data_frame
 
-        return pd.DataFrame(self.front_rows(columns=columns, sort=sort, limit=limit, where=where))
+        return data_frame(self.front_rows(columns=columns, sort=sort, limit=limit, where=where))
+
+    def trials(self):
+        """Every trial of the study as a pandas DataFrame, one row per trial in number order: ``trial``,
+        ``state`` (complete, fail, pruned, running, waiting), ``feasible``, ``on_front``, every metric (with
+        ``<metric>_se`` and ``seeds`` when recorded), every knob, ``fail_reason``; NaN where a trial has no
+        value."""
+        from dse.results.views import data_frame, trial_rows
+
+        return data_frame(trial_rows(self.spec, self._study))
 
     def front_rows(self, *, columns: list[str] | None = None, sort: str | None = None,
                    limit: int | None = None, where: list[str] = ()) -> list[dict]:

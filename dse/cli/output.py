@@ -1,40 +1,108 @@
-"""Printing for the command line: JSON and aligned plain-text tables (a leaf: the commands import it)."""
+"""Printing for the command line: JSON and aligned plain-text tables (a leaf: the commands import it).
+
+Tables follow :mod:`dse.results.formats` (integers without ``.0``, missing values as ``-``). A table given a
+``width`` (:func:`terminal_width`: ``COLUMNS``, else the terminal's, else 80) fits it: headers wrap onto
+several lines at ``.``, ``_``, spaces and before a ``[unit]``, and columns that still do not fit are left out
+from the right (the caller names them).
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import typer
 
-__all__ = ["echo_json", "echo_table"]
+__all__ = ["echo_json", "echo_table", "fit_table", "terminal_width"]
+
+GAP = 2
+_BREAK = re.compile(r"(?<=[._ ,])|(?=\[)|(?=\()")
 
 
 def echo_json(obj) -> None:
     typer.echo(json.dumps(obj, indent=2, sort_keys=False))
 
 
-def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str = "{:.4g}") -> None:
-    """Print rows of dicts as an aligned plain-text table (pipe- and diff-friendly)."""
+def terminal_width() -> int:
+    """The width to fit: ``COLUMNS`` when set, else the terminal's, else 80 (as ``shutil`` decides)."""
+    return max(20, shutil.get_terminal_size((80, 24)).columns)
+
+
+def _pieces(header: str) -> list[str]:
+    return [p for p in _BREAK.split(header) if p]
+
+
+def _wrap(header: str, width: int) -> list[str]:
+    """``header`` on lines of at most ``width`` characters, broken only between pieces."""
+    lines = [""]
+    for p in _pieces(header):
+        if lines[-1] and len(lines[-1]) + len(p.rstrip()) > width:
+            lines.append("")
+        lines[-1] += p
+    return [ln.rstrip() for ln in lines]
+
+
+def fit_table(headers: list[str], cells: list[list[str]], numeric: list[bool], width: int | None = None,
+              drop: bool = True) -> tuple[list[str], list[int]]:
+    """The lines of an aligned table no wider than ``width`` (None: as wide as it is), and the indices of
+    the columns left out (from the right; never the first) because even with wrapped headers they did not
+    fit (``drop=False``: none is left out; the table is then as narrow as wrapped headers make it)."""
+    n = len(headers)
+    cellw = [max([len(r[i]) for r in cells] or [0]) for i in range(n)]
+    minw = [max(cellw[i], *(len(p.rstrip()) for p in _pieces(headers[i]))) for i in range(n)]
+    w = [max(cellw[i], len(headers[i])) for i in range(n)]
+    keep = list(range(n))
+
+    def total():
+        return sum(w[i] for i in keep) + GAP * (len(keep) - 1)
+
+    if width is not None:
+        while total() > width:
+            shrinkable = [i for i in keep if w[i] > minw[i]]
+            if shrinkable:  # narrow the column with the most to give: its header takes one more line
+                i = max(shrinkable, key=lambda j: (w[j] - minw[j], -j))
+                w[i] = max(minw[i], max(len(x) for x in _wrap(headers[i], w[i] - 1)))
+            elif drop and len(keep) > 1:
+                keep.pop()
+            else:
+                break
+    wrapped = {i: _wrap(headers[i], w[i]) for i in keep}
+    depth = max(len(v) for v in wrapped.values())
+    out = []
+
+    def line(vals):
+        return "  ".join(v.rjust(w[i]) if numeric[i] else v.ljust(w[i]) for v, i in zip(vals, keep)).rstrip()
+
+    for k in range(depth):  # headers bottom-aligned, as the values below them
+        out.append(line([(wrapped[i][k - depth + len(wrapped[i])] if k >= depth - len(wrapped[i]) else "")
+                         for i in keep]))
+    out.append(line(["-" * w[i] for i in keep]))
+    out += [line([r[i] for i in keep]) for r in cells]
+    return out, [i for i in range(n) if i not in keep]
+
+
+def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str | None = None,
+               headers: dict[str, str] | None = None, width: int | None = None) -> list[str]:
+    """Print rows of dicts as an aligned plain-text table (pipe- and diff-friendly); ``headers`` renames
+    columns, ``width`` fits the table (returns the columns left out)."""
+    from dse.results.formats import fmt_number, is_missing
+
     if not rows:
         typer.echo("(none)")
-        return
-    columns = columns or list(rows[0])
+        return []
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+    headers = headers or {}
 
     def fmt(v):
-        if v is None:
-            return "-"
-        if isinstance(v, float):
+        if floatfmt is not None and isinstance(v, float) and not is_missing(v) and v != int(v):
             return floatfmt.format(v)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return f"{v:,}"
-        return str(v)
+        return fmt_number(v)
 
-    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c, "") is None for r in rows) for c in columns]
-    line = lambda vals: "  ".join(v.rjust(w) if n else v.ljust(w)  # noqa: E731 - local row formatter
-                                  for v, w, n in zip(vals, widths, numeric)).rstrip()
-    typer.echo(line(columns))
-    typer.echo(line(["-" * w for w in widths]))
-    for row in cells:
-        typer.echo(line(row))
+    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
+    numeric = [all((isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)) or is_missing(r.get(c))
+                   for r in rows) for c in columns]
+    lines, dropped = fit_table([headers.get(c, c) for c in columns], cells, numeric, width)
+    for ln in lines:
+        typer.echo(ln)
+    return [columns[i] for i in dropped]

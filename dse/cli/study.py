@@ -171,43 +171,83 @@ def _emit(rows: list[dict], fmt: str) -> None:
 FORMAT_CHOICES = ("table", "csv", "json")
 
 
+#: rows a front table shows unless --limit or --all says otherwise
+DEFAULT_ROWS = 20
+
+
 def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            fmt: str = typer.Option("table", "--format", "-f", help="table, csv or json."),
-           columns: Optional[str] = typer.Option(None, "--columns", "-c", metavar="C1,C2,...",
-                                                 help="Only these columns (metrics, knobs; trial always)."),
+           columns: Optional[str] = typer.Option(None, "--columns", "-c", metavar="all|C1,C2,...",
+                                                 help="'all': every metric and knob; or only these columns "
+                                                      "(metrics, knobs; trial always). Default for the table: "
+                                                      "the objectives, constraint metrics and knobs that vary "
+                                                      "on the front; csv and json: all."),
            sort: Optional[str] = typer.Option(None, "--sort", metavar="METRIC",
                                               help="Best first in METRIC (its natural direction; default: the "
                                                    "first objective)."),
-           limit: Optional[int] = typer.Option(None, "--limit", "-n", metavar="N", help="At most N rows."),
+           limit: Optional[int] = typer.Option(None, "--limit", "-n", metavar="N",
+                                               help=f"At most N rows (table default: {DEFAULT_ROWS}; csv and "
+                                                    "json: all)."),
+           all_rows: bool = typer.Option(False, "--all", "-a", help="Every row of the front."),
            where: Optional[List[str]] = typer.Option(None, "--where", metavar="'NAME<=X'",
                                                      help="Keep rows meeting a condition on a metric or numeric "
                                                           "knob (repeatable)."),
            ) -> None:
-    """The feasible Pareto-optimal trials with every metric and knob, best first in the first objective.
+    """The feasible Pareto-optimal trials, best first in the first objective.
 
-    Table headers carry units; gp_fraction (the surrogate's measured GP fraction) and training.gp_fraction
-    (the requested one) are named apart; accuracy figures are the training surrogate's on its proxy task,
-    with their seed spread when the study uses more than one seed. CSV and JSON keep the plain names.
+    The table fits the terminal (COLUMNS): it shows the objectives (each accuracy figure followed by its
+    standard error, ±, when the trials have several surrogate seeds), the constraint metrics and the knobs
+    that vary on the front, with units (energies with SI prefixes); a line under it names what it leaves out.
+    gp_fraction (the surrogate's measured GP fraction) and training.gp_fraction (the requested one) are named
+    apart; accuracy figures are the training surrogate's on its proxy task. CSV and JSON keep the plain
+    names and every column (<metric>_se and seeds among them).
     """
     if fmt not in FORMAT_CHOICES:
         raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMAT_CHOICES)}")
     if limit is not None and limit < 1:
         raise UsageError(f"--limit: must be an integer >= 1, got {limit}")
+    if limit is not None and all_rows:
+        raise UsageError("--all: give either --all or --limit N, not both")
     spec = load_spec(study_file)
     import dse
-    from dse.results.views import proxy_note, table_headers
+    from dse.results.views import display_table, left_out_note, proxy_note, table_columns
 
-    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    rows = dse.open_study(spec, storage=storage).front_rows(columns=cols, sort=sort, limit=limit,
-                                                            where=where or [])
+    every = columns is not None and columns.strip() == "all"
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns and not every else None
+    study = dse.open_study(spec, storage=storage)
     if fmt != "table":
-        _emit(rows, fmt)
+        _emit(study.front_rows(columns=cols, sort=sort, limit=limit, where=where or []), fmt)
         return
-    if rows:
-        head = table_headers(spec, list(rows[0]))
-        rows = [{head[k]: v for k, v in r.items()} for r in rows]
-    _emit(rows, fmt)
-    typer.echo(proxy_note(spec), err=True)
+    rows = study.front_rows(columns=cols, sort=sort, where=where or [])
+    left = {"constant": {}, "empty": [], "other": []}
+    shown = list(rows[0]) if rows else []
+    if rows and cols is None and not every:
+        shown, left = table_columns(spec, rows)
+    n = len(rows) if all_rows else (limit or DEFAULT_ROWS)
+    hidden = max(0, len(rows) - n)
+    rows = rows[:n]
+    if not rows:
+        typer.echo("(none)")
+    else:
+        from dse.cli.output import fit_table, terminal_width
+
+        width = terminal_width()
+        default = cols is None and not every
+        headers, cells, numeric = display_table(spec, rows, shown, short=default)
+        lines, dropped = fit_table(headers, cells, numeric, width, drop=default)
+        for line in lines:
+            typer.echo(line)
+        note = left_out_note(left, hidden, len(rows) + hidden, [shown[i] for i in dropped])
+        if note:
+            _note(note, width)
+    _note(proxy_note(spec, rows), terminal_width())
+
+
+def _note(text: str, width: int) -> None:
+    """A note on standard error, wrapped to the terminal's width."""
+    import textwrap
+
+    typer.echo(textwrap.fill(text, width=width, break_on_hyphens=False), err=True)
 
 
 def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,

@@ -50,6 +50,7 @@ def show(
     utilization, stalls, DRAM bytes, energy by component)."""
     _check_format(fmt)
     spec = load_spec(study_file)
+    from dse.results.formats import si_scale
     from dse.results.views import trial_detail, unit_of
     from dse.search.study import open_study
 
@@ -82,12 +83,23 @@ def show(
         return
     typer.echo("")
     rows = []
-    for m, v in d["metrics"].items():
+    metrics = d["metrics"]
+    spread = any(f"{m}_se" in metrics for m in metrics)
+    for m, v in metrics.items():
+        if m == "seeds" or (m.endswith("_se") and m[:-3] in metrics):
+            continue
         role = f"objective ({objectives[m]})" if m in objectives else ""
-        rows.append({"metric": m, "value": v, "unit": unit_of(m), "role": role})
+        div, unit = si_scale([v], unit_of(m))  # 1.1e5 J as 110 kJ
+        row = {"metric": m, "value": v / div if isinstance(v, (int, float)) else v}
+        if spread:
+            se = metrics.get(f"{m}_se")
+            row["±"] = se / div if isinstance(se, (int, float)) else None
+        rows.append({**row, "unit": unit, "role": role})
     sur = d.get("surrogate", {})
+    seeds = (f"; mean of {metrics['seeds']} surrogate seeds, ± the standard error of the mean"
+             if "seeds" in metrics else "")
     typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy task "
-               f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model)")
+               f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model{seeds})")
     echo_table(rows, floatfmt="{:.5g}")
     typer.echo("")
     typer.echo("per model (time per step in ms for plain BP on the reference, and this design's BP-phase and "

@@ -194,10 +194,21 @@ def reference_metrics(spec) -> dict[str, float]:
             "energy_saving": 0.0, "energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
 
 
+def standard_errors(pts, metric: str) -> np.ndarray | None:
+    """Per point, the standard error of ``metric`` over the surrogate seeds (``<metric>_se``; 0 where a point
+    has none, as one-seed points), or None when no point has one."""
+    key = f"{metric}_se"
+    if not any(key in p.metrics for p in pts):
+        return None
+    e = np.array([p.metrics.get(key) if p.metrics.get(key) is not None else np.nan for p in pts], dtype=float)
+    return np.where(np.isfinite(e), e, 0.0)
+
+
 def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
     """Per pair of objectives: every complete trial (grey; infeasible as x), the 2-D non-dominated set of
-    the feasible ones as a staircase, the trials on the full front ringed, the reference accelerator
-    (plain BP) as a star, and constraint limits as dashed lines with the infeasible side shaded."""
+    the feasible ones as a staircase, the trials on the full front ringed (with error bars on an accuracy
+    axis whose points carry a standard error), the reference accelerator (plain BP) as a star, and constraint
+    limits as dashed lines with the infeasible side shaded."""
     import matplotlib.pyplot as plt
 
     m, d = spec.metrics, spec.directions
@@ -209,6 +220,7 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
     feas = np.array([p.feasible for p in pts], dtype=bool)
     fr = np.array([p.number in on_front for p in pts], dtype=bool)
     ref = reference_metrics(spec)
+    se = {k: standard_errors(pts, k) for k in m}
     for ax, (i, j) in zip(axes.flat, pairs):
         ax.scatter(v[feas & ~fr, i], v[feas & ~fr, j], s=14, color="#9e9e9e", alpha=0.55, label="feasible trial")
         ax.scatter(v[~feas, i], v[~feas, j], s=18, marker="x", color="#b0b0b0", alpha=0.7,
@@ -219,6 +231,11 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
         nd = idx[nondominated_2d(v[idx, i], v[idx, j], d[i], d[j])]
         staircase(ax, v[nd, i], v[nd, j], d[i], d[j], color=colour, lw=1.4, label="2-D front of this pair")
         ax.scatter(v[nd, i], v[nd, j], s=20, color=colour, zorder=4)
+        xerr, yerr = se[m[i]], se[m[j]]
+        if xerr is not None or yerr is not None:  # the noise of an accuracy axis, on the front's points
+            ax.errorbar(v[fr, i], v[fr, j], xerr=None if xerr is None else xerr[fr],
+                        yerr=None if yerr is None else yerr[fr], fmt="none", ecolor=colour, alpha=0.45,
+                        lw=0.8, capsize=1.5, zorder=3, label="± standard error over the surrogate seeds")
         if m[i] in ref and m[j] in ref:
             ax.scatter([ref[m[i]]], [ref[m[j]]], marker="*", s=160, color="black", zorder=5,
                        label="reference accelerator, plain BP")

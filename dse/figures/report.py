@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from dse.results.formats import fmt_number
+
 __all__ = ["build_report", "provenance"]
 
 _CSS = """
@@ -25,6 +27,8 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; text-align: right; }
 th { background: #f3f3f3; } td.t, th.t { text-align: left; }
+table.sortable th { cursor: pointer; } th[data-sort="up"]::after { content: " \\25B2"; }
+th[data-sort="down"]::after { content: " \\25BC"; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 .note { color: #555; font-size: 0.9em; }
@@ -58,18 +62,6 @@ def provenance() -> dict:
     return out
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
 def _table(rows: list[dict], columns: list[str] | None = None, headers: dict | None = None) -> str:
     if not rows:
         rows = [{"": "(none)"}]
@@ -78,9 +70,55 @@ def _table(rows: list[dict], columns: list[str] | None = None, headers: dict | N
     num = {c: all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
            for c in columns}
     head = "".join(f'<th class="{"" if num[c] else "t"}">{html.escape(headers.get(c, c))}</th>' for c in columns)
-    body = "".join("<tr>" + "".join(f'<td class="{"" if num[c] else "t"}">{html.escape(_fmt(r.get(c)))}</td>'
+    body = "".join("<tr>" + "".join(f'<td class="{"" if num[c] else "t"}">{html.escape(fmt_number(r.get(c)))}</td>'
                                     for c in columns) + "</tr>" for r in rows)
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+#: sorts a table.sortable by the column whose header is clicked (numbers by value, data-v; again: reversed)
+_SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function (t) {
+  t.querySelectorAll('th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var up = th.getAttribute('data-sort') !== 'up';
+      t.querySelectorAll('th').forEach(function (h) { h.removeAttribute('data-sort'); });
+      th.setAttribute('data-sort', up ? 'up' : 'down');
+      var rows = Array.from(t.tBodies[0].rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[i].getAttribute('data-v'), y = b.cells[i].getAttribute('data-v');
+        var nx = parseFloat(x), ny = parseFloat(y), c;
+        if (x === '' || y === '') { c = (x === '') - (y === ''); return c; }
+        c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+        return up ? c : -c;
+      });
+      rows.forEach(function (r) { t.tBodies[0].appendChild(r); });
+    });
+  });
+});
+"""
+
+
+def _front_table(spec, rows: list[dict], columns: list[str]) -> str:
+    """A front as a sortable table: the printed table's headers and cells (units, SI prefixes), each cell's
+    raw value in ``data-v`` for sorting."""
+    from dse.results.formats import is_missing
+    from dse.results.views import display_table
+
+    if not rows:
+        return _table([])
+    headers, cells, numeric = display_table(spec, rows, columns)
+    head = "".join(f'<th class="{"" if n else "t"}" title="{html.escape(c)}">{html.escape(h)}</th>'
+                   for c, h, n in zip(columns, headers, numeric))
+    body = []
+    for r, line in zip(rows, cells):
+        tds = []
+        for c, text, n in zip(columns, line, numeric):
+            v = r.get(c)
+            raw = "" if is_missing(v) else repr(v) if n else str(v)
+            tds.append(f'<td class="{"" if n else "t"}" data-v="{html.escape(raw)}">{html.escape(text)}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
 def _img(path: Path, alt: str) -> str:
@@ -91,7 +129,15 @@ def _img(path: Path, alt: str) -> str:
 def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``."""
     from dse.figures.plots import make_plots
-    from dse.results.views import front_rows, hv_source, metric_names, status_summary, unit_of
+    from dse.results.views import (
+        front_rows,
+        hv_source,
+        left_out_note,
+        proxy_note,
+        status_summary,
+        table_columns,
+        unit_of,
+    )
     from dse.search.pareto import front
     from dse.search.study import hv_reference, load_points
 
@@ -113,7 +159,7 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     st = [{"item": k, "value": (", ".join(f"{a} {b}" for a, b in v.items() if b) if isinstance(v, dict) and
                                 k == "trials" else "; ".join(v) if isinstance(v, list) else v)}
           for k, v in status.items() if k != "failures"]
-    st += [{"item": "strategy", "value": spec.strategy}, {"item": "sampler", "value": spec.sampler},
+    st += [{"item": "sampler", "value": spec.sampler},  # (the strategy is in the status already)
            {"item": "seed", "value": spec.seed}, {"item": "surrogate seeds per setting", "value": spec.seeds}]
     parts.append(_table([{k: (v if not isinstance(v, (list, dict)) else str(v)) for k, v in r.items()}
                          for r in st]))
@@ -139,8 +185,15 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
 
     parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
     rows = front_rows(spec, f)
-    headers = {m: f"{m} [{unit_of(m)}]" for m in metric_names()}
-    parts.append(_table(rows, headers=headers))
+    shown, left = table_columns(spec, rows) if rows else ([], {"constant": {}, "empty": [], "other": []})
+    parts.append(_front_table(spec, rows, shown))
+    note = left_out_note(left).replace("--columns all shows every column", "the full table below has them")
+    parts.append(f'<p class="note">The objectives, constraint metrics and knobs that vary on the front; click a '
+                 f"header to sort. {html.escape(note + '. ' if note else '')}"
+                 f"{html.escape(proxy_note(spec, rows))}</p>")
+    if rows:
+        parts.append(f"<details><summary>The full table: every metric and knob ({len(rows[0])} columns)"
+                     f"</summary>{_front_table(spec, rows, list(rows[0]))}</details>")
 
     parts.append("<h2>Failed and pruned trials</h2>")
     parts.append(_table([{"reason": r, "trials": n} for r, n in
@@ -154,7 +207,8 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     parts.append(_table([{"component": k, "version": v} for k, v in provenance().items()]))
 
     doc = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-           f"<style>{_CSS}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+           f"<style>{_CSS}</style></head><body>\n" + "\n".join(parts) + f"\n<script>{_SORT_JS}</script>"
+           "\n</body></html>\n")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(f".{out.name}.tmp")

@@ -24,7 +24,8 @@ from dse.evaluation.evaluator import evaluate_hardware
 from dse.evaluation.workloads import model_key, technology, training_ops
 
 __all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table",
-           "find_trial", "status_summary", "front_rows", "metric_order"]
+           "find_trial", "status_summary", "front_rows", "metric_order", "trial_rows", "data_frame",
+           "table_columns", "display_table", "left_out_note", "table_headers", "proxy_note", "pareto_rows"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
 
@@ -164,13 +165,44 @@ def metric_order(spec) -> list[str]:
     return first + [m for m in metric_names() if m not in first]
 
 
+def _knob_columns(spec) -> list[tuple[str, object]]:
+    """(column, bundle or None) per searched knob: a bundle's fields are columns of their own
+    (``hardware.pred_rows`` ...), not the label Optuna stores."""
+    from dse.config.space import Bundle
+
+    out = []
+    for name, knob in spec.space.searched():
+        if isinstance(knob, Bundle):
+            section = name.split(".", 1)[0]
+            out += [(f"{section}.{f}", (name, knob)) for f in dict.fromkeys(k for t in knob.tables for k, _ in t)]
+        else:
+            out.append((name, None))
+    return out
+
+
 def front_rows(spec, pts) -> list[dict]:
-    """One row per point: trial number, every metric (objectives first), every searched knob."""
+    """One row per point: trial number, every metric (objectives first; an accuracy metric's standard error
+    ``<metric>_se`` right after it and the number of surrogate ``seeds`` after the metrics, when a trial
+    recorded them), every searched knob (a bundle as its fields). A value a trial does not have is None."""
+    order = metric_order(spec)
+    se = {m for m in order if any(f"{m}_se" in p.metrics for p in pts)}
+    seeds = any("seeds" in p.metrics for p in pts)
+    knobs = _knob_columns(spec)
     rows = []
     for p in pts:
         r = {"trial": p.number}
-        r.update({m: p.metrics.get(m) for m in metric_order(spec)})
-        r.update(dict(p.params))
+        for m in order:
+            r[m] = p.metrics.get(m)
+            if m in se:
+                r[f"{m}_se"] = p.metrics.get(f"{m}_se")
+        if seeds:
+            r["seeds"] = p.metrics.get("seeds")
+        for col, bundle in knobs:
+            if bundle is None:
+                r[col] = p.params.get(col)
+            else:
+                label = p.params.get(bundle[0])
+                r[col] = bundle[1].table(label).get(col.split(".", 1)[1]) if label is not None else None
         rows.append(r)
     return rows
 
@@ -258,28 +290,174 @@ def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | No
     return rows
 
 
-def table_headers(spec, columns: list[str]) -> dict[str, str]:
-    """Headers for a printed front: metrics with their unit; the surrogate's measured GP fraction and the
-    requested (sampled) one named apart; a seed spread as ``±``."""
-    out = {}
-    for c in columns:
-        if c.endswith("_std") and c[:-4] in SPREAD:
-            out[c] = f"±{c[:-4]}"
-        elif c == "gp_fraction":
-            out[c] = "gp_fraction(measured) [0-1]"
-        elif c == "training.gp_fraction":
-            out[c] = "training.gp_fraction(requested)"
-        elif unit_of(c):
-            out[c] = f"{c} [{unit_of(c)}]"
+def trial_rows(spec, study) -> list[dict]:
+    """Every trial as a row (:meth:`dse.api.Study.trials`): number, state, feasibility, front membership, the
+    metrics and knobs of :func:`front_rows`, the failure reason."""
+    from dse.search.pareto import Point, front
+    from dse.search.study import point_of
+
+    trials = study.get_trials(deepcopy=False)
+    pts = {t.number: point_of(t, spec) for t in trials}
+    on_front = {p.number for p in front([p for p in pts.values() if p is not None], spec.directions)}
+    as_points = [pts[t.number] or Point(t.number, (), dict(t.user_attrs.get("metrics", {})), dict(t.params),
+                                        False, {}) for t in trials]
+    rows = []
+    for t, r in zip(trials, front_rows(spec, as_points)):
+        p = pts[t.number]
+        head = {"trial": t.number, "state": t.state.name.lower(),
+                "feasible": None if p is None else p.feasible, "on_front": t.number in on_front}
+        rows.append({**head, **{k: v for k, v in r.items() if k != "trial"},
+                     "fail_reason": t.user_attrs.get("fail_reason")})
+    return rows
+
+
+def data_frame(rows: list[dict]):
+    """``rows`` as a pandas DataFrame whose missing values are NaN: a column of numbers and gaps is numeric
+    (float), never ``object`` holding None."""
+    import numpy as np
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for c in df.columns:
+        col = df[c]
+        if col.dtype != object:
+            continue
+        present = col.dropna()
+        if present.empty:
+            df[c] = np.nan
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            df[c] = pd.to_numeric(col.where(col.notna(), np.nan), errors="coerce")
         else:
-            out[c] = c
+            df[c] = col.where(col.notna(), np.nan)
+    return df
+
+
+def _varies(values: list) -> bool:
+    from dse.results.formats import is_missing
+
+    present = [v for v in values if not is_missing(v)]
+    return len({repr(v) for v in present}) > 1
+
+
+def table_columns(spec, rows: list[dict]) -> tuple[list[str], dict]:
+    """The columns a printed front shows by default, and what it leaves out.
+
+    Shown: ``trial``, the objectives (each followed by its standard error when a trial has one), the
+    constraint metrics, the number of surrogate ``seeds`` and the searched knobs -- each only when it varies
+    on ``rows`` (all of them, with one row). Left out (the dict): ``constant`` {column: its one value},
+    ``empty`` [columns no row has], ``other`` [the remaining columns: other metrics, spreads]."""
+    from dse.results.formats import is_missing
+
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    cand = ["trial"]
+    for m in [*spec.metrics, *(c.metric for c in spec.constraints)]:
+        for c in (m, f"{m}_se"):
+            if c in names and c not in cand:
+                cand.append(c)
+    cand += [c for c in names if (c == "seeds" or "." in c) and c not in cand]
+    shown, constant, empty = ["trial"], {}, []
+    for c in cand[1:]:
+        values = [r.get(c) for r in rows]
+        if all(is_missing(v) for v in values):
+            empty.append(c)
+        elif len(rows) > 1 and not _varies(values):
+            constant[c] = next(v for v in values if not is_missing(v))
+        else:
+            shown.append(c)
+    return shown, {"constant": constant, "empty": empty, "other": [c for c in names if c not in cand]}
+
+
+def left_out_note(left: dict, hidden_rows: int = 0, total_rows: int = 0, dropped: list[str] = ()) -> str:
+    """One line under a default front table: the columns and rows it does not show, and how to see them."""
+    from dse.results.formats import fmt_number
+
+    parts = []
+    if left["constant"]:
+        parts.append("constant on the front: " + ", ".join(f"{c}={fmt_number(v)}"
+                                                           for c, v in left["constant"].items()))
+    if left["empty"]:
+        parts.append("empty: " + ", ".join(left["empty"]))
+    if dropped:
+        parts.append(f"too wide for the terminal: {', '.join(dropped)}")
+    if left["other"] or left["constant"] or left["empty"] or dropped:
+        parts.append(f"{len(left['other'])} other metrics and spreads; --columns all shows every column")
+    if hidden_rows:
+        parts.append(f"{hidden_rows} of {total_rows} rows not shown (--all for every row, --limit N, "
+                     "--sort METRIC)")
+    return "not shown: " + "; ".join(parts) if parts else ""
+
+
+def table_headers(spec, columns: list[str], units: dict[str, str] | None = None, short: bool = False
+                  ) -> dict[str, str]:
+    """Headers for a printed front: a unit in every header that has one (``units`` overrides a column's,
+    e.g. a prefixed kJ); the surrogate's measured GP fraction and the requested (sampled) one named apart; an
+    accuracy figure's standard error as ``±``. ``short``: a knob by its field name alone (``rows`` for
+    ``hardware.rows``) when no other column has that field name."""
+    from dse.results.formats import knob_unit
+
+    units = units or {}
+    out = {}
+    fields = [c.split(".", 1)[1] for c in columns if "." in c]
+    for c in columns:
+        base = c[:-3] if c.endswith("_se") else c[:-4] if c.endswith("_std") else c
+        unit = units.get(c, unit_of(base) or knob_unit(c))
+        if c.endswith("_se") and base in metric_order(spec):
+            out[c] = "±"
+        elif c == "gp_fraction":
+            out[c] = f"gp_fraction(measured) [{unit}]"
+        elif c == "training.gp_fraction":
+            out[c] = "gp_fraction (requested)" if short else "training.gp_fraction(requested)"
+        else:
+            name = c.split(".", 1)[1] if short and "." in c and fields.count(c.split(".", 1)[1]) == 1 else c
+            out[c] = f"{name} [{unit}]" if unit else name
     return out
 
 
-def proxy_note(spec) -> str:
-    """One line saying whose accuracy the accuracy figures are, and over how many seeds."""
+def display_table(spec, rows: list[dict], columns: list[str], short: bool = False
+                  ) -> tuple[list[str], list[list[str]], list[bool]]:
+    """(headers, cells, right-aligned) of a front table: every column of a unit with SI prefixes scaled to
+    one prefix (its header says which); an ``_se`` or ``_std`` column in its metric's unit and scale;
+    ``short``: knobs by field name (:func:`table_headers`)."""
+    from dse.results.formats import fmt_number, is_missing, knob_unit, si_scale
+
+    def base(c):
+        return c[:-3] if c.endswith("_se") else c[:-4] if c.endswith("_std") else c
+
+    scale, units, by_base = {}, {}, {}
+    for c in columns:
+        b = base(c)
+        unit = unit_of(b) or knob_unit(b)
+        if not unit:
+            continue
+        if b not in by_base:  # a spread takes its metric's scale
+            src = b if any(b in r for r in rows) else c
+            by_base[b] = si_scale([r.get(src) for r in rows], unit)
+        scale[c], units[c] = by_base[b]
+    head = table_headers(spec, columns, units, short)
+    numeric = [all(is_missing(r.get(c)) or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
+                   for r in rows) for c in columns]
+    cells = []
+    for r in rows:
+        line = []
+        for c, num in zip(columns, numeric):
+            v = r.get(c)
+            if num and not is_missing(v) and scale.get(c, 1.0) != 1.0:
+                v = v / scale[c]
+            line.append(fmt_number(v))
+        cells.append(line)
+    return [head[c] for c in columns], cells, numeric
+
+
+def proxy_note(spec, rows: list[dict] = ()) -> str:
+    """One line saying whose accuracy the accuracy figures are, and how sure they are."""
     t = spec.base.training
-    spread = (f"mean of {spec.seeds} seeds, ± the sample std over them" if spec.seeds > 1 else
-              "one seed: no spread shown (seeds > 1 in [study] gives one)")
+    if any(k.endswith("_se") for r in rows[:1] for k in r):
+        spread = ("± the standard error of the mean over the surrogate seeds (seeds: how many; one seed has "
+                  "none)")
+    elif spec.seeds > 1:
+        spread = f"mean of {spec.seeds} seeds (their sample std: <metric>_std, with --columns all)"
+    else:
+        spread = "one seed: no spread shown (seeds > 1 in [study] gives one)"
     return (f"accuracy figures: the training surrogate's on its proxy task {t.task} ({t.network}), not the "
-            f"workload's models; {spread}. knobs (section.field) are the values the search requested.")
+            f"workload's models; {spread}. Knobs are the values the search requested (a header names a knob "
+            f"by its field: pred_width is training.pred_width).")

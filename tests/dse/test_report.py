@@ -34,7 +34,9 @@ def test_report_is_self_contained_with_the_study_file_versions_and_reference(rep
     # nothing is fetched: every src is a data URI, no external link or script
     srcs = re.findall(r'src="([^"]*)"', text)
     assert len(srcs) >= 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
-    assert "<script" not in text and "http://" not in text.split("<pre>")[0]
+    assert "<script src" not in text and "http://" not in text.split("<pre>")[0]
+    assert text.count("<h2>") == len(set(re.findall(r"<h2>[^<]*</h2>", text)))
+    assert text.count("<td class=\"t\">strategy</td>") == 1  # once, in the status
     assert "git commit" in text and "optuna" in text
     assert "<h2>Objectives and hypervolume reference point</h2>" in text and "Hypervolume of the feasible front" in text
     assert "[[objectives]]" in text  # the study file, verbatim (escaped)
@@ -74,6 +76,17 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
             "const h = Array.from(document.querySelectorAll('h2')).find(e => e.textContent.startsWith('The front'));"
             "return h.nextElementSibling.querySelector('tbody').rows.length;")
         assert front_rows >= 1
+        # the front sorts by a clicked header: speedup descending after two clicks
+        col = drv.execute_script(
+            "const t = document.querySelector('table.sortable');"
+            "return Array.from(t.tHead.rows[0].cells).findIndex(c => c.title === 'speedup');")
+        assert col > 0
+        for clicks, want in ((1, sorted), (2, lambda v: sorted(v, reverse=True))):
+            drv.execute_script(f"document.querySelector('table.sortable').tHead.rows[0].cells[{col}].click();")
+            got = drv.execute_script(
+                f"return Array.from(document.querySelector('table.sortable').tBodies[0].rows)"
+                f".map(r => parseFloat(r.cells[{col}].getAttribute('data-v')));")
+            assert got == want(got), (clicks, got)
         shot = tmp_path / "report.png"
         drv.save_screenshot(str(shot))
         assert shot.stat().st_size > 10_000

@@ -235,16 +235,19 @@ def test_pareto_columns_sort_limit_where(run, small):
         assert r.returncode == 2 and word in r.stderr, r.stderr
 
 
-def test_pareto_table_names_units_measured_and_requested_and_the_proxy(run, small):
-    r = run("pareto", small, "--limit", "1")
+def test_pareto_table_names_units_measured_and_requested_and_the_proxy(run, small, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")
+    r = run("pareto", small, "--limit", "1", "--columns", "all")
     header = r.stdout.splitlines()[0]
     assert "speedup [x]" in header and "area_mm2 [mm^2]" in header and "gp_fraction(measured) [0-1]" in header
+    assert "training.pred_width" in header and "hardware.pred_kb [KiB]" in header
     assert "proxy task digits" in r.stderr and "requested" in r.stderr
     assert len(r.stdout.strip().splitlines()) == 3  # header, rule, one row
 
 
-def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path):
-    """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its sample std."""
+def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path, monkeypatch):
+    """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its sample std (in the
+    full table and in JSON)."""
     from dse.search.runner import run_study
     from dse.search.studyfile import load_study
 
@@ -256,5 +259,6 @@ def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path):
     keys = list(rows[0])
     i = keys.index("accuracy_drop")
     assert keys[i + 1] == "accuracy_drop_std" and all(r["accuracy_drop_std"] >= 0 for r in rows)
-    r = run("pareto", p)
-    assert "±accuracy_drop" in r.stdout.splitlines()[0] and "mean of 2 seeds" in r.stderr
+    monkeypatch.setenv("COLUMNS", "1000")
+    r = run("pareto", p, "--columns", "all")
+    assert "accuracy_drop_std [points]" in r.stdout.splitlines()[0] and "mean of 2 seeds" in r.stderr
