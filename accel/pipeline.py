@@ -168,8 +168,9 @@ def _2bp(p, m, chunks, costs=None):
           chunked=True)
 def _interleaved(p, m, chunks, costs=None):
     v = chunks
-    if v == 1:
-        return _1f1b(p, m, 1)
+    if v < 2:  # with one chunk it is 1F1B exactly: asking for it under this name is a mistake, not a choice
+        raise ValueError(f"chunks: 1f1b-interleaved needs at least 2 model chunks per device, got {v} (with one "
+                         "chunk it is 1f1b)")
     if m % p:
         raise ValueError(f"microbatches: interleaved 1F1B with {v} chunks needs a multiple of the "
                          f"{p} stages, got {m}")

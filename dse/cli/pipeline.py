@@ -22,8 +22,11 @@ from models.schemes import PREDICTING
 __all__ = ["pipeline", "explicit_steps", "model_steps"]
 
 
-def _schedules(text: str) -> list[str]:
-    names = list(SCHEDULES) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+def _schedules(text: str, chunks: int = 1) -> list[str]:
+    """The schedules named (``all``: every schedule that runs ``chunks`` model chunks per device)."""
+    if text == "all":
+        return [n for n, s in SCHEDULES.items() if s.chunked == (chunks > 1)]
+    names = [s.strip() for s in text.split(",") if s.strip()]
     for n in names:
         if n not in SCHEDULES:
             raise UsageError(f"--schedule: {n!r} is not a schedule; choose from {', '.join(SCHEDULES)} "
@@ -134,7 +137,7 @@ def pipeline(
     scheme's own ops) and the mix."""
     from accel.pipeline import chrome_trace, gantt
 
-    names = _schedules(schedule)
+    names = _schedules(schedule, chunks)
     if not 0.0 <= gp_fraction <= 1.0:
         raise UsageError(f"--gp-fraction: must be in [0, 1], got {gp_fraction}")
     if width and width < 10:

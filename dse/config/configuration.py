@@ -125,8 +125,22 @@ def load_configuration(path: str | Path) -> Configuration:
             raise UsageError(f"{p}: not valid JSON: {e}") from None
         if not isinstance(doc, dict):
             raise UsageError(f"{p}: expected one configuration (a JSON object)")
-        return Configuration.from_dict(doc, base=p.parent)
-    return Configuration.from_dict(load_toml(p), base=p.parent)
+        return Configuration.from_dict(_not_a_study(doc, p), base=p.parent)
+    return Configuration.from_dict(_not_a_study(load_toml(p), p), base=p.parent)
+
+
+#: tables only a study file has
+STUDY_TABLES = ("study", "space", "objectives", "constraints")
+
+
+def _not_a_study(doc: dict, p: Path) -> dict:
+    """``doc``, unless it is a study file: then a one-line error saying what to do with it."""
+    found = [k for k in STUDY_TABLES if k in doc]
+    if found:
+        raise UsageError(f"{p}: this is a study file ([{found[0]}]), not a configuration; run it with `dse run "
+                         f"{p}`, or export a configuration from its results with `dse export {p}` (--knee, "
+                         "--best METRIC) and give that file")
+    return doc
 
 
 def plan_key(training: SurrogateConfig) -> tuple:

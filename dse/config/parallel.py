@@ -53,6 +53,9 @@ class ParallelConfig:
             chunked = [n for n, s in SCHEDULES.items() if s.chunked]
             raise ValueError(f"chunks: {self.schedule} runs one model chunk per device, got {self.chunks} "
                              f"(chunks > 1 needs {', '.join(chunked)})")
+        if SCHEDULES[self.schedule].chunked and self.chunks < 2:
+            raise ValueError(f"chunks: {self.schedule} needs at least 2 model chunks per device, got "
+                             f"{self.chunks} (with one chunk it is 1f1b)")
         if self.chunks > 1 and self.microbatches % self.stages:
             raise ValueError(f"microbatches: interleaved 1F1B needs a multiple of the {self.stages} stages, "
                              f"got {self.microbatches}")

@@ -46,9 +46,10 @@ def _model_stages_cached(net_key: tuple, mb: int, optimizer: str, training: tupl
     ops = training_ops(net_key, mb, optimizer, hw.word_bytes)
     plan = scheme_plan_of(net_key, training, mb, hw.word_bytes)
     out, par = _layer_bytes(net_key, mb, hw.word_bytes)
-    if stages * chunks > len(out):
-        raise ValueError(f"stages: {stages} stages x {chunks} chunks need at least as many layers; "
-                         f"the model has {len(out)}")
+    weighted = sum(1 for layer in net(*net_key).layers if layer.gemm is not None and layer.params > 0)
+    if stages * chunks > weighted:  # a stage without a conv or linear layer: a lone norm, ReLU or pool
+        what = f"{stages} stages" + (f" x {chunks} chunks" if chunks > 1 else "")
+        raise ValueError(f"stages: {what} need at least as many weight layers; {net_key[0]} has {weighted}")
     # the scheme's own gradients (fp32, as its Adam state) are all-reduced by data-parallel replicas
     pred_bytes = 4.0 * plan.params if plan is not None else 0.0
     return model_pipeline(ops, stages=stages, hw=hw, chunks=chunks, out_bytes=out, param_bytes=par, link=link,

@@ -286,6 +286,32 @@ def test_bad_configuration_file_format_and_options(tmp_path):
     usage_error(tmp_path, "evaluate", "--model", "resnet51", ok, needles=("--model", "'resnet51'", "resnet50"))
 
 
+@pytest.mark.parametrize("cmd", [("evaluate",), ("sweep", "--knob", "hardware.rows=8,16")])
+def test_a_study_file_given_for_a_configuration_says_so(tmp_path, cmd):
+    study = write_study(tmp_path, FAST_STUDY, "s.toml")
+    usage_error(tmp_path, cmd[0], study, *cmd[1:], needles=("s.toml", "this is a study file", "dse export"))
+
+
+@pytest.mark.parametrize("args,needles", [
+    (("--model", "resnet18", "--stages", "65"), ("--stages", "65 stages", "weight layers", "resnet18 has 21")),
+    (("--model", "resnet18", "--stages", "22"), ("--stages", "22 stages", "resnet18 has 21")),
+    (("--schedule", "1f1b-interleaved", "--chunks", "1", "--tf", "1", "--tb", "1", "--tw", "1"),
+     ("--chunks", "at least 2", "1f1b")),
+    (("--model", "resnet18", "--schedule", "1f1b-interleaved"), ("--chunks", "at least 2")),
+], ids=["65-stages", "22-stages", "interleaved-explicit", "interleaved-model"])
+def test_impossible_pipelines_are_one_line(tmp_path, args, needles):
+    usage_error(tmp_path, "pipeline", *args, needles=needles)
+
+
+def test_pipeline_at_the_weight_layer_count_and_all_schedules_still_run(tmp_path):
+    r = dse(tmp_path, "pipeline", "--model", "resnet18", "--stages", "21", "--width", "0")
+    assert r.returncode == 0, r.stderr
+    r = dse(tmp_path, "pipeline", "--schedule", "all", "--tf", "1", "--tb", "1", "--tw", "1", "--width", "0")
+    assert r.returncode == 0 and "1f1b-interleaved" not in r.stdout and "zb-h2" in r.stdout, r.stderr
+    r = dse(tmp_path, "pipeline", "--schedule", "all", "--chunks", "2", "--tf", "1", "--tb", "1", "--tw", "1")
+    assert r.returncode == 0 and "1f1b-interleaved" in r.stdout, r.stderr
+
+
 # -- storages -------------------------------------------------------------------------------------------
 def _no_secret(r: subprocess.CompletedProcess, secret: str = SECRET) -> None:
     assert secret not in r.stdout and secret not in r.stderr, r.stderr
