@@ -1,130 +1,485 @@
-"""Hypervolume against the number of surrogate runs: random, TPE, NSGA-II (joint) and hybrid.
+"""Search quality against the true front: every method's hypervolume as a share of the exact optimum.
 
-    python bench/search_quality.py [--study studies/quickstart.toml] [--runs 200] [--hybrid-runs 50] [--max-trials 1500]
-                                   [--seeds 0 1 2] [--out docs/search_quality]
+    python bench/search_quality.py --truth [--json] [--study studies/quickstart.toml] [--seeds 0 1 2]
+        [--search-seeds 10] [--budgets 5 10 25 50 100 200] [--methods ...] [--max-trials 1500] [--jobs 2]
+        [--out bench/out/search_quality-<study>]
 
-A surrogate run is a distinct training setting (the expensive part: seconds of training); trials that
-repeat a setting or change only hardware are cache hits and cost milliseconds. Every method runs until it
-has spent its surrogate runs (joint methods: --runs; hybrid: --hybrid-runs), on a copy of the study with
-the method's sampler and seed. The hypervolume is always taken with the study's fixed reference point
-(dse.search.study.hv_reference). Prints a table of the mean and spread over seeds at checkpoints, writes the
-curves as CSV and a seaborn plot.
+``--truth`` trains every training setting of the study's space on the FIXED surrogate seeds ``--seeds``
+(0..N-1, the study's ``[study] seeds = N``; through the normal cached surrogate, ``--jobs`` processes for the
+cold runs), costs the whole hardware grid (the hybrid's candidates: the grid, or ``inner_points`` samples)
+for each with the vectorized model (``dse.evaluation.evaluator.hardware_metrics``), and takes the exact
+feasible Pareto front and its hypervolume at the study's fixed reference point
+(``dse.search.study.hv_reference``). It prints the front's size and hypervolume, the training and the hardware
+time separately, and the hardware model's designs per second (a design: one configuration x one model, and
+one configuration x one layer).
+
+Then every method searches the same table: each trial's metrics are looked up in it instead of being
+computed again (a few points are checked against ``evaluate_hardware`` first, to the last digit), on
+Optuna's in-memory storage, with the same samplers (``dse.search.samplers.SAMPLERS``) and the hybrid's own
+selection of each setting's sub-front (``dse.search.strategies.hybrid.sub_front``). A *surrogate run* is a
+distinct training setting trained; a method's hypervolume at B runs is that of every feasible point it
+found before its (B+1)-th setting. Joint methods: Optuna samples every knob (a converged sampler re-proposes
+trained settings, so at most ``--max-trials`` trials). Hybrid: the outer sampler proposes training settings,
+each setting's sub-front enters (``front_size``), the outer study is told its best values; ``--workers W``
+asks W settings before telling them (as W workers do). ``--search-seeds`` seeds per method; mean, sample
+std, and a one-sided Mann-Whitney U test (scipy) of each hybrid against the best joint method per budget.
+
+Wall time per method is modelled, not measured end to end: its own sampler and bookkeeping time (measured
+here) + the cold training time of each setting it trained (measured in the truth run, one process each) +
+the hardware model's time (measured: per joint trial one ``evaluate_hardware``; per hybrid setting the
+vectorized grid and one ``evaluate_hardware`` per entered point). Storage costs (SQLite, journal) are not
+in it.
+
+``--json`` prints one JSON object: ``{"truth_hv": ..., "truth_front": ..., "methods": {name: {"5": mean
+share, ...}}, ...}``. CSV of the curves (per run count) and a plot go to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
+import itertools
+import json
+import math
+import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from dse.search.pareto import hypervolume
-from dse.search.runner import run_study as run
-from dse.search.study import hv_reference, load_points, open_study
-from dse.search.studyfile import load_study
-
-CHECKPOINTS = (5, 10, 25, 50, 100, 200)
+BUDGETS = (5, 10, 25, 50, 100, 200)
 
 
-def _setting(params: dict) -> tuple:
-    return tuple(sorted((k, v) for k, v in params.items() if k.startswith("training.")))
+def log(*a) -> None:
+    print(*a, file=sys.stderr, flush=True)
 
 
-def distinct_settings(study) -> int:
-    return len({_setting(t.params) for t in study.get_trials(deepcopy=False) if t.params})
+# -- the truth -------------------------------------------------------------------------------------------------
+def training_settings(spec) -> list[dict]:
+    knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+    return [dict(zip([n for n, _ in knobs], combo)) for combo in itertools.product(*[k.values() for _, k in knobs])]
 
 
-def curve(study, spec, ref) -> pd.DataFrame:
-    """Hypervolume of the feasible points after each new surrogate run, in trial order."""
-    pts = {p.number: p for p in load_points(study, spec)}
-    seen, settings, rows = [], set(), []
-    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if not t.params:
-            continue
-        new = _setting(t.params) not in settings
-        settings.add(_setting(t.params))
-        if t.number in pts:
-            seen.append(pts[t.number])
-        if new or not rows:
-            rows.append({"runs": len(settings), "trials": t.number + 1,
-                         "hypervolume": hypervolume(seen, spec.directions, ref)})
-        else:
-            rows[-1] = {"runs": len(settings), "trials": t.number + 1,
-                        "hypervolume": hypervolume(seen, spec.directions, ref)}
-    return pd.DataFrame(rows)
-
-
-def run_method(spec, method: str, seed: int, runs: int, folder: Path, max_trials: int,
-               front_size: int | None = None) -> pd.DataFrame:
-    name = f"{spec.name}-{method}-s{seed}"
-    s = spec.with_overrides(name=name, seed=seed, sampler="nsga2" if method == "hybrid" else method,
-                            strategy="hybrid" if method == "hybrid" else "joint", path=folder / f"{name}.toml",
-                            front_size=front_size or spec.front_size)
-    url = f"sqlite:///{folder / (name + '.db')}"
-
-    def stop(st) -> bool:
-        return distinct_settings(st) >= runs or len(st.get_trials(deepcopy=False)) >= max_trials
+def train_one(spec, tparams: dict) -> dict:
+    """Train (or read from the cache) one training setting; its training metrics and wall seconds."""
+    from dse.evaluation import metrics as registry
+    from dse.evaluation.evaluator import evaluate
+    from dse.search.strategies.hybrid import training_config
 
     t0 = time.perf_counter()
-    run(s, storage=url, trials=100_000, stop=stop)  # the spec's strategy
-    st = open_study(s, url, create=False)
-    c = curve(st, s, hv_reference(s))
-    c["method"], c["seed"], c["seconds"] = method, seed, time.perf_counter() - t0
-    return c
+    try:
+        out = evaluate(training_config(spec, tparams), metrics=spec.needed_metrics)
+    except (ValueError, TypeError, FloatingPointError) as e:
+        return {"params": tparams, "error": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
+    hw = set(registry.per_hardware())
+    return {"params": tparams, "metrics": {k: float(v) for k, v in out["metrics"].items() if k not in hw},
+            "gp_fraction": float(out["metrics"]["gp_fraction"]), "seconds": time.perf_counter() - t0,
+            "cached": bool(out["surrogate"] and out["surrogate"].get("cached"))}
+
+
+class Truth:
+    """Every (training setting, hardware point) of a study's space: objective values, feasibility."""
+
+    def __init__(self, spec, jobs: int = 2) -> None:
+        from joblib import Parallel, delayed
+
+        from accel import HardwareArray
+        from dse.evaluation.evaluator import hardware_metrics
+        from dse.search.pareto import hypervolume_of
+        from dse.search.strategies.hybrid import (
+            hardware_candidates,
+            hardware_of,
+            sub_front,
+            training_config,
+            violation,
+        )
+        from dse.search.study import hv_reference
+
+        self.spec = spec
+        self.settings = training_settings(spec)
+        self.train_knobs = list(self.settings[0])
+        cands = hardware_candidates(spec, max_points=spec.inner_points, seed=spec.seed)
+        self.hw_knobs = list(cands[0])
+        self.hw_points, hws = [], []
+        for c in cands:
+            h = hardware_of(spec, c)
+            if h is not None:
+                self.hw_points.append(c)
+                hws.append(h)
+        arr = HardwareArray.from_list(hws)
+        S, H, K = len(self.settings), len(hws), len(spec.metrics)
+        # cold training: the first setting alone (it also trains plain BP, which every setting shares), the rest
+        # on `jobs` processes
+        t0 = time.perf_counter()
+        first = train_one(spec, self.settings[0])
+        rest = Parallel(n_jobs=jobs, backend="loky")(delayed(train_one)(spec, p) for p in self.settings[1:])
+        self.trained = [first, *rest]
+        self.train_wall = time.perf_counter() - t0
+        self.train_seconds = np.array([r["seconds"] for r in self.trained])
+        self.cold = sum(not r.get("cached", False) for r in self.trained if "error" not in r)
+        t0 = time.perf_counter()
+        self.values = np.full((S, H, K), np.nan)
+        self.feasible = np.zeros((S, H), dtype=bool)
+        self.possible = np.zeros(S, dtype=bool)
+        self.fronts: list[tuple[np.ndarray, list[float]]] = []  # the hybrid's sub-front of each setting
+        self.gp_fraction = np.full(S, np.nan)
+        for i, r in enumerate(self.trained):
+            if "error" in r:
+                self.fronts.append((np.array([], dtype=int), [math.nan] * K))
+                continue
+            hm = hardware_metrics(training_config(spec, r["params"]), arr, r["gp_fraction"])
+            metrics = {**{k: np.full(H, v) for k, v in r["metrics"].items() if k not in hm}, **hm}
+            self.values[i] = np.column_stack([metrics[m] for m in spec.metrics])
+            self.feasible[i] = violation(spec, metrics) <= 0
+            self.possible[i] = True
+            self.gp_fraction[i] = r["gp_fraction"]
+            self.fronts.append(sub_front(spec, metrics, spec.front_size))
+        self.hw_seconds = time.perf_counter() - t0
+        self.hw_designs = int(self.possible.sum()) * H
+        self.models = len(spec.base.workload.models)
+        self.layers = _layers(spec)
+        # the exact front: the feasible non-dominated points over every setting
+        import moocore
+
+        self.directions = spec.directions
+        self.maxi = [d == "maximize" for d in spec.directions]
+        self.ref = hv_reference(spec)
+        pts = self.values[self.feasible]
+        nd = moocore.is_nondominated(pts, maximise=self.maxi) if len(pts) else np.zeros(0, dtype=bool)
+        self.front = pts[nd]
+        self.hv = hypervolume_of(self.front, self.directions, self.ref)
+        self.setting_index = {tuple(p[n] for n in self.train_knobs): i for i, p in enumerate(self.settings)}
+        self.hw_index = {tuple(c[n] for n in self.hw_knobs): j for j, c in enumerate(self.hw_points)}
+        self.eval_hw_s, self.grid_s = self._time_hardware(arr)
+
+    def _time_hardware(self, arr) -> tuple[float, float]:
+        """Seconds of one ``evaluate_hardware`` (a joint trial's or an entered point's hardware cost) and of one
+        vectorized grid (a hybrid setting's), on the settings' first possible one."""
+        from dse.evaluation.evaluator import evaluate_hardware, hardware_metrics
+        from dse.search.strategies.hybrid import training_config
+
+        i = int(np.flatnonzero(self.possible)[0])
+        gpf = float(self.gp_fraction[i])
+        rng = np.random.default_rng(0)
+        cfgs = [self.spec.configuration({**self.settings[i], **self.hw_points[j]})
+                for j in rng.choice(len(self.hw_points), 20)]
+        t0 = time.perf_counter()
+        for c in cfgs:
+            evaluate_hardware(c, gpf)
+        one = (time.perf_counter() - t0) / len(cfgs)
+        t0 = time.perf_counter()
+        hardware_metrics(training_config(self.spec, self.settings[i]), arr, gpf)
+        return one, time.perf_counter() - t0
+
+    def check(self, n: int = 5, seed: int = 0) -> float:
+        """Largest relative difference between the table and ``dse.evaluate``'s path (``evaluate_hardware``
+        plus the surrogate's training metrics) on ``n`` random points."""
+        from dataclasses import replace
+
+        from dse.evaluation.evaluator import evaluate
+
+        rng = np.random.default_rng(seed)
+        worst = 0.0
+        ok = np.flatnonzero(self.possible)
+        for _ in range(n):
+            i, j = int(rng.choice(ok)), int(rng.integers(len(self.hw_points)))
+            cfg = replace(self.spec.configuration({**self.settings[i], **self.hw_points[j]}), seeds=self.spec.seeds)
+            m = evaluate(cfg, metrics=self.spec.needed_metrics)["metrics"]  # cached surrogate
+            got = np.array([m[k] for k in self.spec.metrics])
+            worst = max(worst, float(np.max(np.abs(got - self.values[i, j]) / np.maximum(np.abs(got), 1e-300))))
+        return worst
+
+
+def _layers(spec) -> int:
+    """Layers with compute (GEMM ops) summed over the workload's models."""
+    from dse.evaluation.workloads import model_key, training_ops
+
+    w = spec.base.workload
+    hw = spec.base.hardware
+    return sum(len(np.unique(training_ops(model_key(w, m), w.batch, w.optimizer, hw.word_bytes).layer))
+               for m in w.models)
+
+
+# -- the methods, on the table ----------------------------------------------------------------------------------
+def make_sampler(spec, method: str, seed: int):
+    """An Optuna sampler for a method's sampler name: the registry's (dse.search.samplers) for plain names;
+    variants measured here: ``tpe-sN`` (multivariate TPE, N startup trials, constant liar), ``nsga2-pN`` (NSGA-II,
+    population N), ``auto-sN`` (the auto rule, TPE with N startup trials)."""
+    import optuna
+
+    from dse.search.auto_sampler import AutoRuleSampler
+    from dse.search.samplers import SAMPLERS
+
+    name, _, var = method.partition("-")
+    if not var:
+        return SAMPLERS[name](spec, seed)
+    n = int(var[1:])
+    if name == "tpe" and var[0] == "s":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=n)
+    if name == "auto" and var[0] == "s":
+        return AutoRuleSampler(seed=seed, population=spec.population, startup=n)
+    if name in ("nsga2", "nsga3") and var[0] == "p":
+        return SAMPLERS[name](spec.with_overrides(population=n), seed)
+    raise SystemExit(f"--methods: unknown variant {method!r}")
+
+
+def _suggest_all(trial, knobs) -> dict:
+    from dse.search.study import suggest
+
+    return {n: suggest(trial, n, k) for n, k in knobs}
+
+
+def run_joint(t: Truth, sampler_name: str, seed: int, max_runs: int, max_trials: int) -> dict:
+    """A joint search on the table: (setting, hardware point) per trial, in order, and its own seconds."""
+    import optuna
+
+    from dse.search.study import CONSTRAINTS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = t.spec
+    study = optuna.create_study(directions=spec.directions, sampler=make_sampler(spec, sampler_name, seed))
+    knobs = spec.space.searched()
+    seen: set[int] = set()
+    trace, t0 = [], time.perf_counter()
+    for _ in range(max_trials):
+        trial = study.ask()
+        p = _suggest_all(trial, knobs)
+        i = t.setting_index[tuple(p[n] for n in t.train_knobs)]
+        j = t.hw_index.get(tuple(p[n] for n in t.hw_knobs))
+        if i not in seen and len(seen) >= max_runs:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            break
+        seen.add(i)
+        if j is None or not t.possible[i]:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            trace.append((i, -1, time.perf_counter() - t0))
+            continue
+        study._storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_ATTR, [0.0 if t.feasible[i, j] else 1.0])
+        study.tell(trial, list(map(float, t.values[i, j])))
+        trace.append((i, j, time.perf_counter() - t0))
+    return {"trace": trace}
+
+
+def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: int = 1) -> dict:
+    """The hybrid on the table: the outer sampler proposes settings (``workers`` asked before they are told);
+    a new setting's sub-front enters; a repeated one is told its earlier values; one claimed by another
+    worker of the same batch is pruned. Ends after ``MAX_REPEATS`` settings in a row brought nothing new, as
+    the strategy does."""
+    import optuna
+
+    from dse.search.strategies.hybrid import MAX_REPEATS
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = t.spec
+    knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+    done: dict[int, list[float]] = {}
+    trace, t0, repeats = [], time.perf_counter(), 0
+    if sampler_name == "grid":  # the strategy walks the grid in a seeded order itself
+        order = np.random.default_rng(seed).permutation(len(t.settings))[:max_runs]
+        for i in order:
+            trace.extend((int(i), int(j), time.perf_counter() - t0) for j in t.fronts[i][0])
+        return {"trace": trace}
+    outer = optuna.create_study(directions=spec.directions, sampler=make_sampler(spec, sampler_name, seed))
+    while len(done) < max_runs and repeats < MAX_REPEATS:
+        batch = [outer.ask() for _ in range(workers)]
+        claimed: set[int] = set()
+        for ot in batch:
+            p = _suggest_all(ot, knobs)
+            i = t.setting_index[tuple(p[n] for n in t.train_knobs)]
+            if i in done:
+                outer.tell(ot, done[i])
+                repeats += 1
+            elif i in claimed or len(done) >= max_runs:
+                outer.tell(ot, state=optuna.trial.TrialState.PRUNED)
+                repeats += 1
+            elif not t.possible[i]:
+                outer.tell(ot, state=optuna.trial.TrialState.FAIL)
+                claimed.add(i)
+            else:
+                claimed.add(i)
+                idx, best = t.fronts[i]
+                done[i] = best
+                outer.tell(ot, best)
+                trace.extend((i, int(j), time.perf_counter() - t0) for j in idx)
+                repeats = 0
+        if len(done) == int(t.possible.sum()):
+            break
+    return {"trace": trace}
+
+
+def curve(t: Truth, trace: list, hybrid: bool) -> list[dict]:
+    """Hypervolume share after each surrogate run (rows: runs, trials, share, own seconds, modelled seconds)."""
+    import moocore
+
+    from dse.search.pareto import hypervolume_of
+
+    rows, settings = [], []
+    front = np.zeros((0, len(t.directions)))
+    trials = 0
+    entered = 0
+
+    def row(own):
+        runs = len(settings)
+        train = float(t.train_seconds[settings].sum())
+        hw = (runs * t.grid_s + entered * t.eval_hw_s) if hybrid else trials * t.eval_hw_s
+        return {"runs": runs, "trials": trials, "share": hypervolume_of(front, t.directions, t.ref) / t.hv,
+                "own_s": own, "wall_s": own + train + hw}
+
+    last_own = 0.0
+    for i, j, own in trace:
+        if not settings or i not in settings:
+            if settings:
+                rows.append(row(last_own))
+            settings.append(i)
+        trials += 1
+        entered += hybrid
+        last_own = own
+        if j >= 0 and t.feasible[i, j]:
+            v = t.values[i, j][None, :]
+            cand = np.vstack([front, v])
+            front = cand[moocore.is_nondominated(cand, maximise=t.maxi)]
+    if settings:
+        rows.append(row(last_own))
+    return rows
+
+
+def one_method(t: Truth, method: str, seed: int, max_runs: int, max_trials: int, workers: int) -> list[dict]:
+    kind, _, sampler = method.partition(":")
+    if kind == "hybrid":
+        out = run_hybrid(t, sampler, seed, max_runs, workers)
+    else:
+        out = run_joint(t, kind, seed, max_runs, max_trials)
+    rows = curve(t, out["trace"], kind == "hybrid")
+    for r in rows:
+        r.update(method=method, seed=seed)
+    return rows
+
+
+def at_budget(df, budget: int):
+    """Per (method, seed): the share with at most ``budget`` surrogate runs, and whether the run got there."""
+    g = df[df.runs <= budget].groupby(["method", "seed"], sort=False)
+    share = g.share.max()
+    reached = df.groupby(["method", "seed"], sort=False).runs.max() >= budget
+    return share, reached
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", default="studies/quickstart.toml")
-    ap.add_argument("--runs", type=int, default=200, help="surrogate runs for the joint methods")
-    ap.add_argument("--hybrid-runs", type=int, default=50, help="surrogate runs for the hybrid method")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--front-size", type=int, default=None,
-                    help="hybrid: sub-front points entered per training setting (default: the study's)")
-    ap.add_argument("--max-trials", type=int, default=1500,
-                    help="stop a method after this many trials even if it has not spent its surrogate runs "
-                         "(a converged joint sampler keeps re-proposing the same training settings)")
-    ap.add_argument("--methods", nargs="+", default=["random", "tpe", "nsga2", "hybrid"])
-    ap.add_argument("--out", default=None, help="output stem (CSV and PNG); default docs/search_quality-<study>")
-    ap.add_argument("--combine", nargs="+", default=None, metavar="CSV",
-                    help="do not run: combine the curves of earlier runs (their CSV files) into one table and plot")
+    ap.add_argument("--truth", action="store_true", help="train every setting and cost every hardware point")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (tables go to stderr)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="fixed surrogate seeds 0..N-1 for every setting (default: the study's [study] seeds)")
+    ap.add_argument("--search-seeds", type=int, default=10, help="sampler seeds per method")
+    ap.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
+    ap.add_argument("--methods", nargs="+", default=None,
+                    help="joint sampler names and hybrid:<sampler> (variants tpe-sN, nsga2-pN, auto-sN)")
+    ap.add_argument("--max-trials", type=int, default=1500, help="a joint method's trials at most")
+    ap.add_argument("--workers", type=int, default=1, help="hybrid: settings asked before they are told")
+    ap.add_argument("--jobs", type=int, default=2, help="processes for the cold training and the methods")
+    ap.add_argument("--out", default=None, help="output stem (CSV, PNG); default bench/out/search_quality-<study>")
     a = ap.parse_args()
-    spec = load_study(a.study)
-    out = Path(a.out or f"docs/search_quality-{spec.name}")
-    curves = []
-    if a.combine:
-        curves = [pd.read_csv(f) for f in a.combine]
-        a.seeds = sorted(set(pd.concat(curves).seed))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            for method in a.methods:
-                for seed in a.seeds:
-                    runs = a.hybrid_runs if method == "hybrid" else a.runs
-                    c = run_method(spec, method, seed, runs, Path(tmp), a.max_trials, a.front_size)
-                    if method == "hybrid":
-                        c["method"] = f"hybrid (front_size {a.front_size or spec.front_size})"
-                    print(f"{method:7s} seed {seed}: {c.runs.max()} surrogate runs, {c.trials.max()} trials, "
-                          f"HV {c.hypervolume.iloc[-1]:.6g}, {c.seconds.iloc[0]:.0f} s", flush=True)
-                    curves.append(c)
-    df = pd.concat(curves, ignore_index=True)
+    if not a.truth:
+        raise SystemExit("bench/search_quality.py: give --truth (every method is measured as a share of the "
+                         "exact front, which --truth computes)")
+    from dse.errors import UsageError
+    from dse.search.studyfile import load_study
+
+    try:
+        spec = load_study(a.study)
+        if a.seeds is not None:
+            if sorted(a.seeds) != list(range(len(a.seeds))):
+                raise UsageError(f"--seeds: the surrogate seeds are 0..N-1 (a study's [study] seeds = N); got "
+                                 f"{' '.join(map(str, a.seeds))}")
+            spec = spec.with_overrides(seeds=len(a.seeds))
+    except UsageError as e:
+        print(f"search_quality: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    import pandas as pd
+    from joblib import Parallel, delayed
+
+    load0 = os.getloadavg()
+    t = Truth(spec, jobs=a.jobs)
+    load1 = os.getloadavg()
+    err = t.check()
+    H = len(t.hw_points)
+    truth = {
+        "study": spec.name, "surrogate_seeds": list(range(spec.seeds)), "settings": len(t.settings),
+        "settings_failed": int((~t.possible).sum()), "hardware_points": H, "truth_front": int(len(t.front)),
+        "truth_hv": t.hv, "reference": dict(zip(spec.metrics, t.ref)),
+        "training_s": round(t.train_wall, 1), "training_cold_runs": t.cold, "training_jobs": a.jobs,
+        "hardware_s": round(t.hw_seconds, 2),
+        "designs_per_s": t.hw_designs * t.models / t.hw_seconds,
+        "layer_designs_per_s": t.hw_designs * t.layers / t.hw_seconds,
+        "load_during_training": [round(x, 2) for x in load1],
+        "table_vs_evaluate_max_rel_diff": err,
+    }
+    log(f"truth of {spec.name}: {len(t.settings)} training settings x {H} hardware points on surrogate seeds "
+        f"{truth['surrogate_seeds']}; exact feasible front {len(t.front)} points, hypervolume {t.hv:.6g}")
+    log(f"  training {t.train_wall:.1f} s wall ({t.cold} settings trained cold, {a.jobs} processes; load "
+        f"{load0[0]:.1f} before, {load1[0]:.1f}/{load1[1]:.1f} 1/5-min after); hardware {t.hw_seconds:.2f} s "
+        f"for {t.hw_designs} configurations: {truth['designs_per_s']:.3g} designs/s (configuration x model), "
+        f"{truth['layer_designs_per_s']:.3g} layer designs/s ({t.layers} layers); table vs evaluate_hardware: "
+        f"max relative difference {err:.1e}")
+    if err > 1e-9:
+        raise SystemExit(f"search_quality: the table differs from evaluate_hardware by {err:.2e}")
+    joint = ["random", "tpe", "nsga2", "auto"]
+    try:
+        import torch  # noqa: F401  (Optuna's GP sampler needs it)
+
+        joint.append("gp")
+    except ImportError:
+        log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed")
+    methods = a.methods or joint + [f"hybrid:{s}" for s in ("random", "tpe", "nsga2", "auto", "grid")]
+    max_runs = max(a.budgets)
+    t1 = time.perf_counter()
+    jobs = [(m, s) for m in methods for s in range(a.search_seeds)]
+    parts = Parallel(n_jobs=a.jobs, backend="loky")(
+        delayed(one_method)(t, m, s, max_runs, a.max_trials, a.workers) for m, s in jobs)
+    df = pd.DataFrame([r for p in parts for r in p])
+    log(f"  methods: {len(jobs)} searches in {time.perf_counter() - t1:.0f} s ({a.jobs} processes; load "
+        f"{os.getloadavg()[0]:.1f})")
+    out = Path(a.out or f"bench/out/search_quality-{spec.name}")
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out.with_suffix(".csv"), index=False)
-    rows = []
-    for method, g in df.groupby("method", sort=False):
-        r = {"method": method}
-        for cp in CHECKPOINTS:
-            vals = [sub[sub.runs <= cp].hypervolume.max() for _, sub in g.groupby("seed")]
-            vals = [v for v in vals if not np.isnan(v)]
-            reached = all(sub.runs.max() >= cp for _, sub in g.groupby("seed"))
-            r[f"HV@{cp}"] = f"{np.mean(vals):.4g} ± {np.std(vals):.2g}" if reached and vals else "-"
-        rows.append(r)
-    table = pd.DataFrame(rows)
-    print(f"\nhypervolume (mean ± std over seeds {a.seeds}) after N surrogate runs; reference point "
-          f"{dict(zip(spec.metrics, hv_reference(spec)))}")
-    print(table.to_string(index=False))
+    from scipy.stats import mannwhitneyu
+
+    table, pvals, result = [], {}, {}
+    for b in a.budgets:
+        share, reached = at_budget(df, b)
+        means = share.groupby(level=0, sort=False).mean()
+        joint_means = means[[m for m in means.index if not m.startswith("hybrid")]]
+        best_joint = joint_means.idxmax() if len(joint_means) else None
+        for m in methods:
+            s = share.get(m)
+            if s is None:
+                continue
+            result.setdefault(m, {})[str(b)] = round(float(s.mean()), 4)
+            row = {"method": m, "budget": b, "mean": s.mean(), "std": s.std(ddof=1) if len(s) > 1 else 0.0,
+                   "min": s.min(), "reached": int(reached[m].sum())}
+            if m.startswith("hybrid") and best_joint is not None:
+                p = mannwhitneyu(s.to_numpy(), share[best_joint].to_numpy(), alternative="greater").pvalue
+                row.update(best_joint=best_joint, p_greater=p)
+                pvals.setdefault(m, {})[str(b)] = {"vs": best_joint, "p": float(p)}
+            table.append(row)
+    tab = pd.DataFrame(table)
+    tab.to_csv(out.with_name(out.name + "-table.csv"), index=False)
+    wide = tab.assign(cell=[f"{r.mean:.3f} ± {r.std:.3f}" + ("" if r.reached == a.search_seeds else f" ({r.reached})")
+                            for r in tab.itertuples()]).pivot(index="method", columns="budget", values="cell")
+    log(f"\nhypervolume as a share of the truth ({t.hv:.6g}), mean ± sample std over {a.search_seeds} search "
+        f"seeds, by surrogate runs (in brackets: seeds that spent that many runs, if not all)")
+    log(wide.reindex(methods).to_string())
+    if pvals:
+        log("\none-sided Mann-Whitney U, hybrid > best joint method at that budget (p):")
+        for m, d in pvals.items():
+            log(f"  {m:18s} " + "  ".join(f"{b}: {v['p']:.3g} vs {v['vs']}" for b, v in d.items()))
+    plot(df, out, spec.name, t.hv)
+    log(f"wrote {out.with_suffix('.csv')}, {out.with_name(out.name + '-table.csv')}, {out.with_suffix('.png')}")
+    if a.json:
+        print(json.dumps({**truth, "methods": result, "p_hybrid_greater": pvals}, default=float))
+
+
+def plot(df, out: Path, name: str, hv: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,29 +487,22 @@ def main() -> None:
     import seaborn as sns
 
     sns.set_theme(style="whitegrid")
-    grid = np.arange(1, df.runs.max() + 1)
-    dense = []
-    for (method, seed), g in df.groupby(["method", "seed"], sort=False):
-        hv = np.interp(grid, g.runs, g.hypervolume, right=np.nan)
-        hv = pd.Series(hv).ffill().to_numpy().copy()
-        hv[grid > g.runs.max()] = np.nan
-        dense.append(pd.DataFrame({"surrogate runs": grid, "hypervolume": hv, "method": method, "seed": seed}))
-    d = pd.concat(dense).dropna()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    from dse.figures.charts import method_colours  # one colour per method in every figure
-
-    pal = method_colours(d.method.unique())
-    sns.lineplot(data=d, x="surrogate runs", y="hypervolume", hue="method", errorbar=("pi", 100), ax=ax,
-                 palette=pal, hue_order=sorted(pal, key=str))
-    ax.set_xscale("log")
-    ax.set_xlabel("surrogate runs (distinct training settings trained)")
-    ax.set_ylabel("hypervolume of the feasible front")
-    ax.set_title(f"{spec.name}: search quality per training cost (band: min-max over {len(a.seeds)} seeds)",
-                 fontsize=10)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    sns.lineplot(data=df, x="runs", y="share", hue="method", errorbar=("pi", 100), ax=axes[0])
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("surrogate runs (distinct training settings trained)")
+    axes[0].set_ylabel(f"hypervolume / true optimum ({hv:.4g})")
+    for m, g in df.groupby("method", sort=False):
+        med = g.groupby("runs")[["wall_s", "share"]].median()
+        axes[1].plot(med.wall_s, med.share, label=m)
+    axes[1].set_xscale("log")
+    axes[1].set_xlabel("modelled wall seconds, one process (median over seeds)")
+    axes[1].legend(fontsize=7)
+    axes[0].get_legend().remove()
+    fig.suptitle(f"{name}: search quality against the true front (band: min-max over seeds)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=130)
-    print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.png')}")
-    table.to_csv(out.with_name(out.name + "-table.csv"), index=False)
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,10 @@ def run(
                f"({res['complete']} complete in the study), "
                f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
                f"{res['storage']}")
+    if res.get("recent") is not None:
+        from dse.results.views import recent_line
+
+        typer.echo(f"{spec.name}: {recent_line(res['recent'])}")
     if res.get("exhausted"):
         from dse.search.strategies import strategy_class
 

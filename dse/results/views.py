@@ -24,8 +24,9 @@ from dse.evaluation.evaluator import evaluate_hardware
 from dse.evaluation.workloads import model_key, technology, training_ops
 
 __all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table",
-           "find_trial", "status_summary", "front_rows", "metric_order", "trial_rows", "data_frame",
-           "table_columns", "display_table", "left_out_note", "table_headers", "proxy_note", "pareto_rows"]
+           "find_trial", "status_summary", "recent_line", "CONVERGED_GAIN", "front_rows", "metric_order",
+           "trial_rows", "data_frame", "table_columns", "display_table", "left_out_note", "table_headers",
+           "proxy_note", "pareto_rows"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
 
@@ -207,12 +208,33 @@ def front_rows(spec, pts) -> list[dict]:
     return rows
 
 
+#: below this share of the hypervolume added by the latest tenth of the trials, a search reads as converged
+CONVERGED_GAIN = 0.01
+
+
+def recent_line(recent: dict) -> str:
+    """The stopping signal in words (:func:`dse.search.pareto.recent_gain`): how much of the hypervolume the
+    latest tenth of the complete trials added, and what that suggests."""
+    from dse.search.pareto import RECENT_SHARE
+
+    if not recent["recent"]:
+        return "no complete trial yet"
+    if recent["hypervolume"] <= 0:
+        return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
+                "trials): a starved search; give it more trials")
+    gain = recent["gain"]
+    verdict = ("converged for this budget: more trials of the same search add little" if gain < CONVERGED_GAIN
+               else "still improving: a larger budget is likely to pay")
+    return (f"the latest {RECENT_SHARE:.0%} of the complete trials ({recent['recent']}) added {gain:.2%} of the "
+            f"hypervolume (from {recent['before']:.6g}); {verdict}")
+
+
 def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
     """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons
     (``study``: the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
     from optuna.trial import TrialState
 
-    from dse.search.pareto import front, hypervolume
+    from dse.search.pareto import front, recent_gain
     from dse.search.study import hv_reference, load_points, mask_url, open_study, storage_url
 
     if study is None:
@@ -221,6 +243,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     for t in study.get_trials(deepcopy=False):
         states[t.state.name.lower()] += 1
     pts = load_points(study, spec)
+    recent = recent_gain(pts, spec.directions, hv_reference(spec))
     reasons: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
         r = t.user_attrs.get("fail_reason", "no reason recorded")
@@ -233,7 +256,9 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "trials": states,
         "feasible": sum(p.feasible for p in pts),
         "front": len(front(pts, spec.directions)),
-        "hypervolume": hypervolume(pts, spec.directions, hv_reference(spec)),
+        "hypervolume": recent["hypervolume"],
+        "hv_gain_last_10pct": recent["gain"],
+        "last_10pct": recent_line(recent),
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],
         "failures": reasons,

@@ -15,6 +15,7 @@ configuration closest (Euclidean) to the ideal point 0 -- the most balanced comp
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ import numpy as np
 
 from dse.errors import UsageError
 
-__all__ = ["Point", "feasible_points", "front", "hypervolume", "knee", "best", "parse_where", "COMPARISONS"]
+__all__ = ["Point", "feasible_points", "front", "hypervolume", "hypervolume_of", "recent_gain", "RECENT_SHARE",
+           "knee", "best", "parse_where", "COMPARISONS"]
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,40 @@ def front(points: list[Point], directions: list[str]) -> list[Point]:
 def hypervolume(points: list[Point], directions: list[str], reference: list[float]) -> float:
     """Hypervolume of the feasible points against ``reference`` (0.0 when none improves on it)."""
     pts = feasible_points(points)
-    if not pts:
+    return hypervolume_of(_matrix(pts), directions, reference) if pts else 0.0
+
+
+def hypervolume_of(x: np.ndarray, directions: list[str], reference: list[float]) -> float:
+    """Hypervolume of the objective vectors ``x`` (rows, feasible) against ``reference`` (0.0 when none
+    improves on it in every objective)."""
+    if not len(x):
         return 0.0
-    x = _matrix(pts)
+    x = np.asarray(x, dtype=np.float64)
     maxi = np.array([d == "maximize" for d in directions])
     ref = np.asarray(reference, dtype=np.float64)
     better = np.where(maxi, x > ref, x < ref).all(axis=1)
     if not better.any():
         return 0.0
     return float(moocore.hypervolume(x[better], ref=ref, maximise=maxi.tolist()))
+
+
+#: the share of a study's latest complete trials whose contribution to the hypervolume is reported
+RECENT_SHARE = 0.1
+
+
+def recent_gain(points: list[Point], directions: list[str], reference: list[float],
+                share: float = RECENT_SHARE) -> dict:
+    """How much the latest ``share`` of the complete trials (by trial number) added to the hypervolume: a
+    stopping signal (a converged search adds little in its last tenth, a starved one still adds much).
+
+    Returns ``hypervolume`` (of every point), ``before`` (without the latest ``recent`` points), ``recent``
+    (how many points that is: ``ceil(share * len(points))``) and ``gain`` (``hypervolume - before`` as a
+    share of ``hypervolume``; 0.0 when the hypervolume is 0)."""
+    pts = sorted(points, key=lambda p: p.number)
+    k = math.ceil(share * len(pts))
+    hv = hypervolume(pts, directions, reference)
+    before = hypervolume(pts[:len(pts) - k], directions, reference)
+    return {"hypervolume": hv, "before": before, "recent": k, "gain": (hv - before) / hv if hv > 0 else 0.0}
 
 
 def knee(points: list[Point], directions: list[str]) -> Point:

@@ -16,7 +16,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from dse.search.pareto import Point, front, hypervolume
+from dse.search.pareto import Point, front, hypervolume, recent_gain
 from dse.search.runguard import derive_seed, guarded
 from dse.search.strategies import strategy_class
 from dse.search.study import (
@@ -255,7 +255,8 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
     finally:
         strat.close(interrupted)
     pts = load_points(study, spec)
+    recent = recent_gain(pts, spec.directions, ref)
     return RunResult(finished=runner.refresh()["done"], budget=budget, complete=len(pts),
-                     front=len(front(pts, spec.directions)), hypervolume=hypervolume(pts, spec.directions, ref),
+                     front=len(front(pts, spec.directions)), hypervolume=recent["hypervolume"], recent=recent,
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(study),
                      exhausted=exhausted, strategy=name, **strat.figures())

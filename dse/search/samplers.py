@@ -57,6 +57,12 @@ def _qmc(spec, seed: int):
         return optuna.samplers.QMCSampler(seed=seed, scramble=True, warn_independent_sampling=False)
 
 
+def _auto(spec, seed: int):
+    from dse.search.auto_sampler import AutoRuleSampler
+
+    return AutoRuleSampler(seed=seed, population=spec.population)
+
+
 def _grid(spec, seed: int):
     import optuna
 
@@ -65,7 +71,7 @@ def _grid(spec, seed: int):
 
 #: name -> factory(spec, seed) -> an Optuna sampler
 SAMPLERS: dict[str, Callable[[Any, int], Any]] = {
-    "nsga2": _nsga2, "nsga3": _nsga3, "tpe": _tpe, "random": _random, "qmc": _qmc, "grid": _grid,
+    "nsga2": _nsga2, "nsga3": _nsga3, "tpe": _tpe, "auto": _auto, "random": _random, "qmc": _qmc, "grid": _grid,
 }
 
 

@@ -3,7 +3,7 @@
 ```toml
 [study]
 name = "quickstart"         # the study's name in its storage
-sampler = "nsga2"           # nsga2 (default), nsga3, tpe, random, qmc, grid
+sampler = "nsga2"           # nsga2 (default), nsga3, tpe, auto, random, qmc, grid
 seed = 0
 trials = 60                 # the budget: finished trials (complete or failed) the study runs to
 seeds = 1                   # surrogate seeds per training configuration (accuracy is their mean)

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from dse.errors import UsageError
-from dse.search.pareto import front, hypervolume
+from dse.search.pareto import front, recent_gain
 from dse.search.runguard import drop_queued
 from dse.search.runner import BudgetTracker, ProgressFront
 from dse.search.study import (
@@ -190,7 +190,8 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
         drop_queued(study)  # retries this process queued for workers that are gone
     pts = load_points(study, spec)
     b = tracker.refresh()
+    recent = recent_gain(pts, spec.directions, ref)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(front(pts, spec.directions)),
-                     hypervolume=hypervolume(pts, spec.directions, ref), interrupted=interrupted,
+                     hypervolume=recent["hypervolume"], recent=recent, interrupted=interrupted,
                      storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
                      restarts=restarts)

@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from dse.search.runner import Runner
     from dse.search.studyfile import StudySpec
 
-__all__ = ["Hybrid", "hardware_candidates", "hardware_of", "costed_points", "TRAINING_SUFFIX", "MAX_REPEATS"]
+__all__ = ["Hybrid", "hardware_candidates", "hardware_of", "training_config", "violation", "sub_front", "costed_points",
+           "TRAINING_SUFFIX", "MAX_REPEATS"]
 
 #: the outer study's name is the main study's plus this
 TRAINING_SUFFIX = ".training"
@@ -120,6 +121,45 @@ def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
     order = idx[np.argsort(key[idx], kind="stable")]
     picks = np.unique(np.round(np.linspace(0, len(order) - 1, k)).astype(int))
     return order[picks]
+
+
+def training_config(spec: StudySpec, tparams: dict):
+    """The base configuration with the training knob values ``tparams`` (no hardware knob) and the study's
+    surrogate seeds: what the surrogate trains for one training setting."""
+    training = {**spec.base.training.to_dict(), **spec.space.split(tparams, section="training").get("training", {})}
+    return replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
+
+
+def violation(spec: StudySpec, metrics: dict[str, np.ndarray]) -> np.ndarray:
+    """Per point, the summed violation of the study's constraints (0: feasible); ``metrics``: arrays (H,)."""
+    n = len(next(iter(metrics.values())))
+    viol = np.zeros(n)
+    for c in spec.constraints:
+        viol += np.maximum(0.0, c.violation(metrics[c.metric]))
+    return viol
+
+
+def sub_front(spec: StudySpec, metrics: dict[str, np.ndarray], front_size: int | None
+              ) -> tuple[np.ndarray, list[float]]:
+    """What the hybrid enters for one training setting whose metrics over the hardware points are
+    ``metrics`` (arrays (H,)): the indices of the feasible non-dominated points, thinned to at most
+    ``front_size`` evenly along the first hardware objective (None: not thinned), or the least-violating point
+    when none is feasible; and per objective the best value they reach (what the outer study is told)."""
+    import moocore
+
+    maxi = [d == "maximize" for d in spec.directions]
+    viol = violation(spec, metrics)
+    idx = np.flatnonzero(viol <= 0)
+    if len(idx):
+        vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
+        idx = idx[moocore.is_nondominated(vals, maximise=maxi)]
+        hw = [m for m in spec.metrics if m in registry.per_hardware()]
+        if front_size is not None:
+            idx = _thin(idx, metrics[hw[0]] if hw else np.zeros(len(viol)), front_size)
+    else:  # nothing feasible: enter the least-violating point, so the study records why
+        idx = np.array([int(np.argmin(viol))])
+    best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx])) for m, mx in zip(spec.metrics, maxi)]
+    return idx, best
 
 
 def costed_points(spec, study, *, max_settings: int = 24, seed: int = 0):
@@ -229,8 +269,6 @@ class Hybrid(Strategy):
             sampler = make_sampler(spec, derive_seed(spec.seed, 1000 * runner.worker, len(outer.trials)),
                                    runner.sampler)
         self.outer = optuna.load_study(storage=store, study_name=name, sampler=sampler)
-        self.maxi = np.array([d == "maximize" for d in spec.directions])
-        self.hw_metrics = [m for m in spec.metrics if m in registry.per_hardware()]
         self.dists = {n: distribution(k) for n, k in spec.space.searched()}
         self.repeats = 0  # consecutive training settings that brought nothing new
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
@@ -256,7 +294,6 @@ class Hybrid(Strategy):
         return self.repeats < MAX_REPEATS
 
     def _setting(self, ot: optuna.Trial) -> list[float]:
-        import moocore
         import optuna
         from optuna.trial import TrialState
 
@@ -275,11 +312,9 @@ class Hybrid(Strategy):
         if busy:
             ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
             raise optuna.TrialPruned("claimed by another worker")
-        training = {**spec.base.training.to_dict(),
-                    **spec.space.split(tparams, section="training").get("training", {})}
         ot.set_user_attr("trained", True)
         try:
-            cfg = replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
+            cfg = training_config(spec, tparams)
             with self.guard.raising():  # a signal stops the training at once
                 # trains (or reads the cache) once for these training knobs, with the controls the metrics need
                 sur = evaluate(cfg, metrics=spec.needed_metrics)
@@ -295,20 +330,7 @@ class Hybrid(Strategy):
         hws = keep
         # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
         metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
-        viol = np.zeros(len(hws))  # summed constraint violation per hardware point (0: feasible)
-        for c in spec.constraints:
-            viol += np.maximum(0.0, c.violation(metrics[c.metric]))
-        idx = np.flatnonzero(viol <= 0)
-        if len(idx):
-            vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
-            nd = moocore.is_nondominated(vals, maximise=self.maxi.tolist())
-            idx = idx[nd]
-            key = metrics[self.hw_metrics[0]] if self.hw_metrics else np.zeros(len(hws))
-            idx = _thin(idx, key, spec.front_size)
-        else:  # nothing feasible: enter the least-violating point, so the study records why
-            idx = np.array([int(np.argmin(viol))])
-        best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx]))
-                for m, mx in zip(spec.metrics, self.maxi)]
+        idx, best = sub_front(spec, metrics, spec.front_size)
         runner.refresh()
         entered = runner.tracker.keys
         new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered][:runner.remaining()]

@@ -1,0 +1,163 @@
+"""Search quality: the stopping signal (hypervolume added by the latest trials), the auto sampler's rule, the
+hybrid's sub-front selection, and bench/search_quality.py's exact front against real searches."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from dse.cli import main
+from dse.results.views import CONVERGED_GAIN, recent_line
+from dse.search.pareto import Point, hypervolume, recent_gain
+from dse.search.runner import run_study as run
+from dse.search.samplers import SAMPLERS
+from dse.search.study import hv_reference, load_points, open_study
+from dse.search.studyfile import load_study
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pt(n, values, feasible=True):
+    return Point(number=n, values=tuple(values), metrics={}, params={}, feasible=feasible, config={})
+
+
+def _cli(*args):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    return e.value.code
+
+
+def test_recent_gain_is_what_the_latest_tenth_of_the_trials_added():
+    dirs, ref = ["minimize", "minimize"], [10.0, 10.0]
+    early = [_pt(n, (5.0, 5.0)) for n in range(19)]  # hypervolume 25
+    late = _pt(19, (1.0, 1.0))  # hypervolume 81: the last 2 of 20 points (ceil of 10 %) hold it
+    g = recent_gain([late, *early], dirs, ref)  # order does not matter: by trial number
+    assert g["recent"] == 2 and g["hypervolume"] == pytest.approx(81.0) and g["before"] == pytest.approx(25.0)
+    assert g["gain"] == pytest.approx(56 / 81)
+    # 21 points: the latest 3 count; a dominated one adds nothing, (7, 1) adds 3 x 9 minus its overlap 3 x 5
+    g = recent_gain([*early, _pt(19, (6.0, 6.0)), _pt(20, (7.0, 1.0))], dirs, ref)
+    assert g["recent"] == 3 and g["before"] == pytest.approx(25.0) and g["gain"] == pytest.approx(12 / 37)
+    g = recent_gain([*early, _pt(19, (6.0, 6.0))], dirs, ref)
+    assert g["recent"] == 2 and g["gain"] == 0.0
+    assert recent_gain([], dirs, ref) == {"hypervolume": 0.0, "before": 0.0, "recent": 0, "gain": 0.0}
+
+
+def test_recent_line_reads_converged_or_still_improving():
+    base = {"hypervolume": 100.0, "before": 99.5, "recent": 4}
+    assert "converged" in recent_line({**base, "gain": CONVERGED_GAIN / 2})
+    assert "still improving" in recent_line({**base, "gain": 0.2})
+    assert "20.00%" in recent_line({**base, "gain": 0.2}) and "(4)" in recent_line({**base, "gain": 0.2})
+    assert "starved" in recent_line({"hypervolume": 0.0, "before": 0.0, "recent": 3, "gain": 0.0})
+
+
+def test_run_summary_and_status_print_the_stopping_signal(study_file, capsys):
+    assert _cli("run", str(study_file), "--quiet") == 0
+    out = capsys.readouterr().out
+    spec = load_study(study_file)
+    pts = load_points(open_study(spec, create=False), spec)
+    g = recent_gain(pts, spec.directions, hv_reference(spec))
+    assert recent_line(g) in out  # the run summary's line
+    assert _cli("status", str(study_file), "--json") == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["hv_gain_last_10pct"] == pytest.approx(g["gain"]) and st["last_10pct"] == recent_line(g)
+    assert st["hypervolume"] == pytest.approx(hypervolume(pts, spec.directions, hv_reference(spec)))
+    assert _cli("status", str(study_file)) == 0
+    assert recent_line(g) in capsys.readouterr().out
+
+
+def _toy(trial):
+    x = [trial.suggest_categorical(f"x{i}", [0, 1, 2, 3]) for i in range(5)]
+    return float(sum(x)), float(-x[0]), float(x[1] * x[2]), float((x[3] - 2) ** 2)
+
+
+@pytest.mark.parametrize("objectives,evolutionary", [(4, "NSGAIIISampler"), (3, "NSGAIISampler")])
+def test_auto_sampler_follows_the_published_rule(objectives, evolutionary):
+    from dse.search.auto_sampler import AutoRuleSampler
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(directions=["minimize"] * objectives,
+                               sampler=AutoRuleSampler(seed=0, population=6, switch_at=12))
+    study.optimize(lambda t: _toy(t)[:objectives], n_trials=30)
+    used = [t.system_attrs["auto:sampler"] for t in study.trials]
+    assert used[0] == "RandomSampler" and set(used[1:12]) == {"TPESampler"} and set(used[12:]) == {evolutionary}
+    # the trials sampled before the switch are the evolutionary sampler's first generation
+    key = f"{evolutionary}:generation"
+    assert all(t.system_attrs[key] == 0 for t in study.trials[:12])
+    assert max(t.system_attrs[key] for t in study.trials) >= 1  # it went on to later generations
+
+
+def test_auto_is_a_named_sampler_and_runs_a_study(study_file):
+    assert "auto" in SAMPLERS
+    spec = load_study(study_file).with_overrides(sampler="auto")
+    assert run(spec)["finished"] == spec.trials
+
+
+def test_sub_front_is_the_feasible_non_dominated_points_thinned():
+    from dse.search.strategies.hybrid import sub_front
+
+    spec = load_study_text()
+    rng = np.random.default_rng(1)
+    n = 200
+    metrics = {"accuracy_drop": np.full(n, 1.0), "speedup": rng.uniform(1, 3, n), "area_mm2": rng.uniform(1, 6, n)}
+    idx, best = sub_front(spec, metrics, None)
+    feas = metrics["area_mm2"] <= 4.0
+    for i in np.flatnonzero(feas):  # every feasible point is in the sub-front or dominated by one of it
+        sp, ar = metrics["speedup"], metrics["area_mm2"]
+        dominated = any(sp[j] >= sp[i] and ar[j] <= ar[i] and j != i for j in idx)
+        assert i in idx or dominated
+    assert feas[idx].all()
+    assert best == [1.0, metrics["speedup"][feas].max(), metrics["area_mm2"][feas].min()]
+    thin, _ = sub_front(spec, metrics, 3)
+    assert len(thin) == 3 and set(thin) <= set(idx)
+    # nothing feasible: the least-violating point
+    metrics["area_mm2"] = rng.uniform(5, 6, n)
+    idx, _ = sub_front(spec, metrics, 3)
+    assert list(idx) == [int(np.argmin(metrics["area_mm2"]))]
+
+
+def load_study_text():
+    import tomllib
+
+    from dse.search.studyfile import spec_from_dict
+    from studyfiles import FAST_STUDY
+
+    return spec_from_dict(tomllib.loads(FAST_STUDY))
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("search_quality", ROOT / "bench" / "search_quality.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_exact_front_bounds_every_real_search(study_file):
+    """bench/search_quality.py's truth: its table matches dse's evaluation, its front is at least as good as
+    what real joint and hybrid runs of the same study find, and a search of the whole table reaches it."""
+    sq = _bench()
+    spec = load_study(study_file).with_overrides(front_size=1000)  # sub-fronts not thinned
+    truth = sq.Truth(spec, jobs=1)
+    assert len(truth.settings) == 2 and len(truth.hw_points) == 36
+    assert truth.check(n=4) < 1e-12
+    for strategy in ("joint", "hybrid"):
+        s = spec.with_overrides(name=f"tiny-{strategy}", strategy=strategy, trials=30)
+        run(s)
+        pts = [p for p in load_points(open_study(s, create=False), s) if p.feasible]
+        assert pts
+        hv = hypervolume(pts, s.directions, truth.ref)
+        assert 0 < hv <= truth.hv * (1 + 1e-12)
+        for p in pts:  # each found point is on the exact front or dominated by a point of it
+            v = np.array(p.values)
+            better = (truth.front[:, 0] <= v[0]) & (truth.front[:, 1] >= v[1]) & (truth.front[:, 2] <= v[2])
+            assert better.any()
+    # the hybrid with no thinning, over every setting, finds the exact front
+    rows = sq.curve(truth, sq.run_hybrid(truth, "grid", 0, 2)["trace"], hybrid=True)
+    assert [r["runs"] for r in rows] == [1, 2] and rows[1]["share"] == pytest.approx(1.0)
+    shares = [r["share"] for r in sq.one_method(truth, "random", 0, 2, 500, 1)]
+    assert shares == sorted(shares) and not any(math.isnan(x) for x in shares)
