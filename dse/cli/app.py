@@ -111,13 +111,14 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as e:  # last-resort handler: one line unless --debug
+        from models.surrogate.evaluation import SurrogateDiverged
         from models.surrogate.tasks import CacheError
 
-        if isinstance(e, CacheError):  # the surrogate cache cannot be used: names the folder
+        if isinstance(e, (CacheError, SurrogateDiverged)):  # the cache folder, or the diverged runs, named
             if debug or _state["debug"]:
                 traceback.print_exc()
             typer.echo(f"dse: error: {e}", err=True)
-            sys.exit(EXIT_USAGE)
+            sys.exit(EXIT_USAGE if isinstance(e, CacheError) else EXIT_FAILURE)
         if debug or _state["debug"]:
             traceback.print_exc()
         else:

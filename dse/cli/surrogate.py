@@ -14,20 +14,30 @@ import typer
 
 from dse.errors import UsageError
 
-__all__ = ["surrogate", "load_config"]
+__all__ = ["surrogate", "load_config", "load_configs"]
 
 
 def load_config(path: Optional[Path]):
     """The ``[training]`` table of ``path`` as a SurrogateConfig (None: the committed default).
     Raises UsageError with a one-line message naming the field and what is allowed."""
-    from models.surrogate import SurrogateConfig, load_training_table
+    configs = load_configs(path)
+    if len(configs) != 1:
+        raise UsageError(f"{path}: training.tasks: one task here (got {len(configs)})")
+    return configs[0]
 
-    if path is None:
-        return SurrogateConfig()
+
+def load_configs(path: Optional[Path], tasks: Optional[list[str]] = None):
+    """One SurrogateConfig per task: ``tasks`` (``--task``, repeated) if given, else the table's ``tasks`` list or
+    its ``task`` (each knob the table does not give takes the task's default). UsageError naming the field."""
+    from models.surrogate import load_training_table
+    from models.surrogate.multitask import task_configs
+
+    where = str(path) if path is not None else "--task"
     try:
-        return SurrogateConfig.from_dict(load_training_table(path))
+        table = load_training_table(path) if path is not None else {}
+        return task_configs(table, tasks or None)
     except ValueError as exc:
-        raise UsageError(f"{path}: {exc}" if not str(exc).startswith(str(path)) else str(exc)) from None
+        raise UsageError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
 
 
 def _fmt(x, spec=".1f"):
@@ -37,19 +47,29 @@ def _fmt(x, spec=".1f"):
 def surrogate(
     config: Optional[Path] = typer.Argument(
         None,
-        help="TOML file whose \\[training] table sets the surrogate's knobs (missing keys take the defaults). "
-        "Without it: the committed default ADA-GP setting (studies/surrogate-default.toml).",
+        help="TOML file whose \\[training] table sets the surrogate's knobs (missing keys take the task's defaults, "
+        "then the committed default ADA-GP setting's; `tasks = [...]` runs several tasks). Without it: the "
+        "committed default ADA-GP setting (studies/surrogate-default.toml).",
+        show_default=False,
+    ),
+    task: Optional[list[str]] = typer.Option(
+        None, "--task", help="Proxy task (mnist1d, digits, fashion), with its tuned network and budget unless the "
+        "file gives them; repeat it to run several tasks and compare their ranking of the scheme and its controls.",
         show_default=False,
     ),
     seeds: int = typer.Option(3, "--seeds", help="Number of paired seeds (S..S+N-1) to train and average.", min=1),
     first_seed: int = typer.Option(
         0, "--first-seed", help="First seed S (seeds S..S+N-1), e.g. to check on seeds nobody tuned on.", min=0
     ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", help="Processes that train the runs not in the cache (default: the number of cores); "
+        "the figures do not depend on it.", show_default=False,
+    ),
     json_out: bool = typer.Option(
         False,
         "--json",
         help="Print the result as JSON (accuracies in percent 0-100, differences in points, gp_fraction 0-1) "
-        "instead of tables.",
+        "instead of tables; with several tasks, each task's result under `tasks` and the rank agreement.",
     ),
 ) -> None:
     """Train the surrogate (scheme, its plain-BP reference and its three controls -- null, null_momentum,
@@ -57,36 +77,53 @@ def surrogate(
     fraction, the prediction's quality and the phase timeline.
 
     Results are cached by their knobs under $DSE_CACHE_DIR (default ~/.cache/dse)."""
-    cfg = load_config(config)
+    configs = load_configs(config, task)
     if seeds < 1:
         raise UsageError(f"--seeds: an integer >= 1 (got {seeds})")
     if first_seed < 0:
         raise UsageError(f"--first-seed: an integer >= 0 (got {first_seed})")
-    from models.surrogate import evaluate
-    from models.surrogate.evaluation import CONTROLS, GAIN_KEYS, runs_per_seed
+    from models.surrogate.evaluation import default_jobs, runs_per_seed
+    from models.surrogate.multitask import evaluate_tasks
 
+    if jobs is None:
+        jobs = default_jobs()
+    if jobs < 1:
+        raise UsageError(f"--jobs: an integer >= 1 (got {jobs})")
     seed_list = range(first_seed, first_seed + seeds)
     if json_out:
-        res = evaluate(cfg, seeds=seed_list)
-        sys.stdout.write(json.dumps(res.to_dict(), indent=2) + "\n")
+        both = evaluate_tasks(configs, seeds=seed_list, jobs=jobs)
+        out = both.results[0].to_dict() if len(configs) == 1 else both.to_dict()
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     console = Console()
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=console, transient=True,
     ) as progress:
-        task = progress.add_task("training", total=runs_per_seed(cfg) * seeds)
+        bar = progress.add_task("training", total=sum(runs_per_seed(c) for c in configs) * seeds)
 
         def tick(done, total, label):
-            progress.update(task, completed=done, description=label)
+            progress.update(bar, completed=done, total=total, description=label)
 
-        res = evaluate(cfg, seeds=seed_list, progress=tick)
-    d = res.to_dict()
+        both = evaluate_tasks(configs, seeds=seed_list, progress=tick, jobs=jobs)
+    for res in both.results:
+        _print_result(console, res.config, res.to_dict(), seed_list)
+    for pair in both.rank_agreement():
+        rho = pair["spearman"]
+        console.print(f"rank agreement {pair['tasks'][0]} / {pair['tasks'][1]} over "
+                      f"{', '.join(pair['settings'])} (Spearman, mean accuracies): "
+                      + ("undefined (fewer than 3 settings or a tie)" if rho is None else f"{rho:+.2f}"))
+
+
+def _print_result(console, cfg, d, seed_list) -> None:
+    """The summary, the first seed's phase timeline and its GP phases."""
+    from rich.table import Table
+
+    from models.surrogate.evaluation import CONTROLS, GAIN_KEYS
 
     summary = Table(title=f"surrogate: {cfg.scheme}, proxy {cfg.proxy} (the proxy's budget), "
                           f"seeds {seed_list[0]}..{seed_list[-1]}" + (" [cached]" if d["cached"] else ""),
@@ -126,3 +163,7 @@ def surrogate(
     if lens:
         console.print(f"GP phases: {len(lens)}, length min/mean/max {min(lens)}/{sum(lens) / len(lens):.1f}/"
                       f"{max(lens)}; first phases: " + " ".join(f"{k}{n}" for k, n in phases[:12]))
+    if d["diverged_seeds"]:
+        console.print("[bold red]diverged[/] (non-finite loss or accuracy at chance): "
+                      + ", ".join(f"{r['run']} on seed {r['seed']}" for r in d["diverged_runs"])
+                      + "; the means above include these seeds and are not a usable figure")

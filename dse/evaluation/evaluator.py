@@ -223,7 +223,9 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
         from models.surrogate.evaluation import CONTROLS
 
         controls = CONTROLS if metrics is None else registry.controls_for(metrics)
-        sur = run_surrogate(cfg.training, seeds=seeds, controls=controls).to_dict()
+        result = run_surrogate(cfg.training, seeds=seeds, controls=controls)
+        result.check_converged()  # a diverged seed makes the means unusable: the trial fails with the reason
+        sur = result.to_dict()
     gpf = cfg.gp_fraction if cfg.gp_fraction is not None else float(sur["gp_fraction"])
     if cfg.training.scheme == "bp":
         gpf = 0.0

@@ -32,7 +32,7 @@ from models.schemes.plan import (
 )
 from models.surrogate.layers import softmax_cross_entropy
 
-__all__ = ["LocalClassifier", "LocalShape", "local_ops", "local_plan", "pooled_size"]
+__all__ = ["LocalClassifier", "LocalShape", "head_lr", "local_ops", "local_plan", "pooled_size"]
 
 
 class LocalClassifier(GradientScheme):
@@ -85,7 +85,6 @@ class LocalClassifier(GradientScheme):
 
     def _step(self, step):
         grads = []
-        lr = np.float32(step.lr)
         for i, l in enumerate(step.layers):
             flat = self._pooled(i, l.out)
             _, d = softmax_cross_entropy(flat @ self.A[i] + self.c[i], step.y)
@@ -95,6 +94,7 @@ class LocalClassifier(GradientScheme):
             va += flat.T @ d
             vc *= self.mu
             vc += d.sum(axis=0)
+            lr = np.float32(head_lr(step.lr, self.cfg.momentum, flat))
             self.A[i] -= lr * va
             self.c[i] -= lr * vc
         return grads
@@ -104,6 +104,16 @@ class LocalClassifier(GradientScheme):
 
     def gp_step(self, step):
         return self._step(step)
+
+
+def head_lr(lr: float, momentum: float, flat: np.ndarray) -> float:
+    """The step of a head on this batch: the run's learning rate, capped at the stability limit of SGD with
+    momentum ``mu`` on the head's loss (``lr * curvature < 2 (1 + mu)``). A softmax cross-entropy's Hessian in
+    the head's weights and bias is at most half the second moment of its input ``[x, 1]`` (the logits' Hessian
+    is at most 1/2), whose largest eigenvalue is at most its trace ``m``, the batch mean of ``|x|^2 + 1``:
+    so ``lr <= 4 (1 + mu) / m`` keeps the head from diverging, whatever the scale of the layer's output."""
+    m = float(np.einsum("bf,bf->", flat, flat, dtype=np.float64)) / flat.shape[0] + 1.0
+    return min(float(lr), 4.0 * (1.0 + momentum) / m)
 
 
 @dataclass(frozen=True)

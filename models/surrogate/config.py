@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from models.schemes.registry import CONFIGURABLE
 
-__all__ = ["SurrogateConfig", "TASKS", "TASK_CLASSES", "NETWORKS", "SCHEMES", "load_training_table"]
+__all__ = ["SurrogateConfig", "TASKS", "TASK_CLASSES", "TASK_DEFAULTS", "NETWORKS", "SCHEMES", "load_training_table"]
 
 TASKS = ("mnist1d", "digits", "fashion")
 NETWORKS = ("cnn", "cnn_pool", "mlp", "resnet")
@@ -27,6 +27,17 @@ IMAGE_NETWORKS = ("resnet", "mlp")
 SCHEMES = CONFIGURABLE
 #: classes of each task (``efb_rank`` is at most this)
 TASK_CLASSES = {"mnist1d": 10, "digits": 10, "fashion": 10}
+#: Each task's network and budget, the tuned proxy (docs/surrogate.md): a table naming a task takes these for
+#: every knob it does not give (an explicitly given knob wins). MNIST-1D's are SurrogateConfig's own defaults;
+#: digits (for fast tests) shares them; fashion's are the image proxy's (studies/surrogate-fashion.toml).
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mnist1d": {"network": "cnn", "width": 25, "epochs": 10, "batch_size": 32, "lr": 0.05, "lr_decay": True,
+                "momentum": 0.9},
+    "digits": {"network": "cnn", "width": 25, "epochs": 10, "batch_size": 32, "lr": 0.05, "lr_decay": True,
+               "momentum": 0.9},
+    "fashion": {"network": "resnet", "width": 8, "epochs": 8, "batch_size": 128, "lr": 0.2, "lr_decay": True,
+                "momentum": 0.9},
+}
 PRED_FEATURES = ("level", "deviation", "both")
 PRED_OUTPUTS = ("row", "factored")
 
@@ -237,17 +248,28 @@ class SurrogateConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SurrogateConfig":
-        """Build from a mapping (a TOML ``[training]`` table); missing keys take the defaults."""
+        """Build from a mapping (a TOML ``[training]`` table); missing keys take the task's defaults
+        (:data:`TASK_DEFAULTS`: network and budget), then the class's."""
         if not isinstance(data, Mapping):
             raise ValueError(f"training: a table of knobs (got {type(data).__name__})")
         names = [f.name for f in fields(cls)]
         for key in data:
             if key not in names:
                 raise ValueError(f"{key}: unknown field; allowed: {', '.join(names)}")
-        return cls(**dict(data))
+        task = data.get("task", cls.task)
+        defaults = TASK_DEFAULTS.get(task, {}) if isinstance(task, str) else {}
+        return cls(**{**defaults, **dict(data)})
 
     def replace(self, **changes: Any) -> "SurrogateConfig":
+        """A copy with ``changes``. A change of ``task`` also moves every knob still at the old task's default
+        (:data:`TASK_DEFAULTS`) to the new task's, unless ``changes`` names it."""
         data = self.to_dict()
+        new_task = changes.get("task", self.task)
+        if new_task != self.task and isinstance(new_task, str) and new_task in TASK_DEFAULTS:
+            old = TASK_DEFAULTS.get(self.task, {})
+            for k, v in TASK_DEFAULTS[new_task].items():
+                if k not in changes and data[k] == old.get(k):
+                    data[k] = v
         data.update(changes)
         return type(self).from_dict(data)
 

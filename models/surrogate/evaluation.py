@@ -6,6 +6,13 @@ only, so every scheme setting reuses it), the configured scheme, and its three c
 no control figure names fewer: ``evaluate(..., controls=())``). Each run is cached
 as a small JSON file under ``cache_dir()/surrogate/v<N>/``, keyed by a hash of its knobs and seed; a cache
 hit reads five files per seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d).
+``jobs=N`` trains the runs that are not cached in N processes (BP and the scheme first, each control once
+the scheme run whose mask it replays is done); every run is a deterministic function of its knobs and seed,
+so the figures are those of one process.
+
+A run that diverged (a non-finite loss, or a test accuracy at chance) is kept in the means, which are then
+not a usable figure: the result names the seeds (``diverged_seeds``), ``dse surrogate`` says so, and a
+study's trial on such a setting fails with the reason (:class:`SurrogateDiverged`).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 import math
 import os
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -24,11 +32,14 @@ from models.surrogate.config import SurrogateConfig
 from models.surrogate.stats import mean, std
 from models.surrogate.tasks import cache_dir, cache_error
 
-__all__ = ["SurrogateResult", "evaluate", "cached_run", "runs_per_seed", "CACHE_VERSION", "CONTROLS", "GAIN_KEYS"]
+__all__ = ["SurrogateResult", "SurrogateDiverged", "evaluate", "cached_run", "runs_per_seed", "default_jobs",
+           "CACHE_VERSION", "CONTROLS", "GAIN_KEYS"]
 
 #: Bump when a change to the training code changes results or the stored runs' fields, so that old cache
-#: entries are not reused. 3: the controls null_momentum and truncated, the large-batch quality probe.
-CACHE_VERSION = 3
+#: entries are not reused. 3: the controls null_momentum and truncated, the large-batch quality probe. 4: the
+#: local heads' step capped at their stability limit (``models.schemes.local.head_lr``), and ``diverged`` counts
+#: a run that ends at chance.
+CACHE_VERSION = 4
 
 # CONTROLS (the controls every scheme is reported against, in this order) and GAIN_KEYS (the result key of each
 # control's accuracy difference; ``predictor_gain`` is the one against ``null``) come from the schemes' name
@@ -61,7 +72,7 @@ _NUMERIC = ("accuracy", "steps", "warmup_steps", "gp_fraction", "wall_s")
 
 
 def _valid(entry: Any) -> bool:
-    if not isinstance(entry, dict) or any(k not in entry for k in _RUN_KEYS):
+    if not isinstance(entry, dict) or any(k not in entry for k in _RUN_KEYS) or not isinstance(entry["diverged"], bool):
         return False
     return all(isinstance(entry[k], (int, float)) and not isinstance(entry[k], bool)
                and math.isfinite(entry[k]) for k in _NUMERIC) and isinstance(entry["phases"], list)
@@ -94,6 +105,10 @@ def _store(path: Path, data: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError as e:
         raise cache_error(cache_dir(), e) from e
+
+
+class SurrogateDiverged(RuntimeError):
+    """A setting whose training diverged on some seed: its mean figures are not a usable figure."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +155,25 @@ class SurrogateResult:
     @property
     def gp_fraction(self) -> float:
         return mean(self._values("scheme", "gp_fraction"))
+
+    @property
+    def diverged_runs(self) -> list[tuple[int, str]]:
+        """``(seed, role)`` of every run that diverged (a non-finite loss, or a test accuracy at chance)."""
+        return [(s, role) for s, r in zip(self.seeds, self.runs) for role in ("bp", "scheme", *self.controls)
+                if r[role]["diverged"]]
+
+    @property
+    def diverged_seeds(self) -> list[int]:
+        """The seeds on which any run of this result diverged (its means include them)."""
+        return sorted({s for s, _ in self.diverged_runs})
+
+    def check_converged(self) -> None:
+        """Raise :class:`SurrogateDiverged`, naming the seeds and runs, if any run diverged."""
+        bad = self.diverged_runs
+        if bad:
+            runs = ", ".join(f"{role if role != 'scheme' else self.config.scheme} on seed {s}" for s, role in bad)
+            raise SurrogateDiverged(f"the training surrogate diverged ({runs}; proxy {self.config.proxy}): "
+                                    "its mean accuracy is not a usable figure")
 
     def to_dict(self) -> dict[str, Any]:
         acc = self._values("scheme", "accuracy")
@@ -189,6 +223,9 @@ class SurrogateResult:
             out[f"{GAIN_KEYS[c]}_std"] = std(gains[c])
         out["gp_fraction"] = mean(gp)
         out["gp_fraction_std"] = std(gp)
+        # seeds on which a run diverged (non-finite loss or accuracy at chance): the means above include them
+        out["diverged_seeds"] = self.diverged_seeds
+        out["diverged_runs"] = [{"seed": s, "run": role} for s, role in self.diverged_runs]
         for k in QUALITY_KEYS:
             v = [r["scheme"].get(k) for r in self.runs]
             v = [x for x in v if x is not None]
@@ -244,6 +281,14 @@ def runs_per_seed(cfg: SurrogateConfig, controls: Sequence[str] = CONTROLS) -> i
     return 2 + len(controls)
 
 
+def default_jobs() -> int:
+    """The cores this process may run on (the default of ``dse surrogate --jobs``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return max(1, os.cpu_count() or 1)
+
+
 def evaluate(
     config: Optional[SurrogateConfig] = None,
     *,
@@ -251,6 +296,7 @@ def evaluate(
     cache: bool = True,
     progress: Optional[Callable[[int, int, str], None]] = None,
     controls: Sequence[str] = CONTROLS,
+    jobs: int = 1,
 ) -> SurrogateResult:
     """Train ``config`` (default: the committed default ADA-GP setting) on each seed with its BP
     reference and its three controls; ``progress(done, total, label)`` is called after each run.
@@ -259,58 +305,112 @@ def evaluate(
     fewer figures (a search whose metrics need no control) names fewer, and the result then holds no
     figure of the others. A control as the configured scheme (``null``, ``null_momentum``, ``truncated``)
     is the control of the ``adagp`` run with the same knobs (which supplies the step mask; it always runs);
-    ``bp`` reports BP as every role."""
+    ``bp`` reports BP as every role. ``jobs``: processes that train the runs not in the cache (1: this
+    process); the figures do not depend on it."""
     t0 = time.perf_counter()
     cfg = SurrogateConfig() if config is None else config
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("seeds: at least one seed")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: an integer >= 1 (got {jobs!r})")
     unknown = [c for c in controls if c not in CONTROLS]
     if unknown:
         raise ValueError(f"controls: unknown control {unknown[0]!r}; allowed: {', '.join(CONTROLS)}")
     controls = tuple(c for c in CONTROLS if c in controls or c == cfg.scheme)
-    total = runs_per_seed(cfg, controls) * len(seeds)
+    per_seed = runs_per_seed(cfg, controls)
+    total = per_seed * len(seeds)
+    gen = "bp" if cfg.scheme == "bp" else ("adagp" if cfg.scheme in CONTROLS else cfg.scheme)
     done = 0
-    all_cached = True
-    runs = []
-    compute = 0.0
+    hits: dict[tuple[int, str], bool] = {}
+    got: dict[tuple[int, str], dict[str, Any]] = {}
 
-    def tick(label):
+    def record(s, kind, run, hit):
         nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, total, label)
+        got[(s, kind)], hits[(s, kind)] = run, hit
+        n = per_seed if gen == "bp" else 1  # plain BP stands for every role
+        for _ in range(n):
+            done += 1
+            if progress is not None:
+                progress(done, total, f"seed {s}: {kind}")
 
+    # the runs in dependency order: per seed BP and the scheme, then each control (it replays the scheme's mask)
+    first = [(s, k) for s in seeds for k in dict.fromkeys(("bp", gen))]
+    then = [] if gen == "bp" else [(s, c) for s in seeds for c in controls]
+    if jobs == 1:
+        for s, k in first + then:
+            record(s, k, *cached_run(cfg, k, s, cache, replay_from=got[(s, gen)] if k in controls else None))
+    else:
+        _run_parallel(cfg, cache, jobs, first, then, gen, controls, got, record)
+    runs = []
     for s in seeds:
-        bp, hit = cached_run(cfg, "bp", s, cache)
-        all_cached &= hit
-        tick(f"seed {s}: bp")
-        compute += bp["wall_s"]
-        if cfg.scheme == "bp":
-            one = {"bp": bp, "scheme": bp, **{c: bp for c in controls}}
-            for _ in range(total // len(seeds) - 1):
-                tick(f"seed {s}: bp")
-        else:
-            gen = "adagp" if cfg.scheme in CONTROLS else cfg.scheme
-            main, hit = cached_run(cfg, gen, s, cache)
-            all_cached &= hit
-            tick(f"seed {s}: {gen}")
-            compute += main["wall_s"]
-            one = {"bp": bp, "scheme": main}
-            for c in controls:
-                one[c], hit = cached_run(cfg, c, s, cache, replay_from=main)
-                all_cached &= hit
-                tick(f"seed {s}: {c}")
-                compute += one[c]["wall_s"]
-            if cfg.scheme in CONTROLS:
-                one["scheme"] = one[cfg.scheme]
+        bp = got[(s, "bp")]
+        if gen == "bp":
+            runs.append({"bp": bp, "scheme": bp, **{c: bp for c in controls}})
+            continue
+        one = {"bp": bp, "scheme": got[(s, gen)], **{c: got[(s, c)] for c in controls}}
+        if cfg.scheme in CONTROLS:
+            one["scheme"] = one[cfg.scheme]
         runs.append(one)
+    counted = {id(r): r for r in got.values()}  # plain BP stands for every role: counted once
     return SurrogateResult(
         config=cfg,
         seeds=seeds,
         runs=tuple(runs),
-        cached=all_cached,
+        cached=all(hits.values()),
         wall_s=time.perf_counter() - t0,
-        compute_s=compute,
+        compute_s=sum(r["wall_s"] for r in counted.values()),
         controls=controls,
     )
+
+
+def _run_parallel(cfg, cache, jobs, first, then, gen, controls, got, record) -> None:
+    """The runs of :func:`evaluate` in ``jobs`` processes: cache hits read here, the rest trained by a pool
+    (spawned: no state of this process is shared), each control submitted once its scheme run is done."""
+    import multiprocessing
+
+    def lookup(s, k):
+        if not cache:
+            return None
+        return _load(_path(k, _key(k, _knobs(cfg, k, got[(s, gen)] if k in controls else None), s)))
+
+    todo = []
+    for s, k in first:
+        hit = lookup(s, k)
+        if hit is not None:
+            record(s, k, hit, True)
+        else:
+            todo.append((s, k))
+    pending_controls = list(then)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        running = {}
+
+        def submit(s, k):
+            replay = got[(s, gen)] if k in controls else None
+            running[pool.submit(cached_run, cfg, k, s, cache, replay)] = (s, k)
+
+        def ready_controls():
+            nonlocal pending_controls
+            still = []
+            for s, k in pending_controls:
+                if (s, gen) not in got:
+                    still.append((s, k))
+                    continue
+                hit = lookup(s, k)
+                if hit is not None:
+                    record(s, k, hit, True)
+                else:
+                    submit(s, k)
+            pending_controls = still
+
+        # the scheme runs first: their controls wait for them
+        for s, k in sorted(todo, key=lambda sk: sk[1] == "bp"):
+            submit(s, k)
+        ready_controls()
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                s, k = running.pop(f)
+                run, _ = f.result()
+                record(s, k, run, False)
+            ready_controls()

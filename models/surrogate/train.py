@@ -32,7 +32,7 @@ from models.surrogate.nets import build_network, kept_statistics
 from models.surrogate.predictors import grad_matrix
 from models.surrogate.tasks import load_task
 
-__all__ = ["train_run", "Schedule", "phases_to_mask", "PROBE_SIZE", "PROBE_EVERY"]
+__all__ = ["train_run", "Schedule", "phases_to_mask", "at_chance", "PROBE_SIZE", "PROBE_EVERY"]
 
 #: the large-batch quality probe: a fixed subset of PROBE_SIZE training samples (chosen once by
 #: default_rng(PROBE_SEED), the same in every run), measured on every PROBE_EVERY-th post-warm-up BP step
@@ -290,13 +290,15 @@ def _train(cfg, scheme_name, seed, replay, observer):
     post_steps = max(0, total - warm)
     gp_steps = int(mask.sum())
     post_q = np.arange(total) >= warm
+    # the last epoch's test accuracy when it ran to its end (the same weights: no second pass)
+    acc = (epochs_out[-1]["test_accuracy"] if t == total and len(epochs_out) == cfg.epochs
+           else float((net.predict(task.x_test) == task.y_test).mean() * 100.0))
     result = {
         "scheme": scheme_name,
         "seed": int(seed),
-        # the last epoch's test accuracy when it ran to its end (the same weights: no second pass)
-        "accuracy": (epochs_out[-1]["test_accuracy"] if t == total and len(epochs_out) == cfg.epochs
-                     else float((net.predict(task.x_test) == task.y_test).mean() * 100.0)),
-        "diverged": bool(t < total),
+        "accuracy": acc,
+        # a non-finite loss ended the run, or it ended at chance (the network learned nothing or collapsed)
+        "diverged": bool(t < total) or at_chance(acc, task.n_classes, len(task.y_test)),
         "steps": int(total),
         "warmup_steps": int(warm),
         "gp_steps": gp_steps,
@@ -345,6 +347,13 @@ def _probe_at(net, layers, task, idx, preds, trues, lr) -> list[float]:
             l.W[...] = w
             l.b[...] = b
     return [cos_p, cos_t, decs[0], decs[1]]
+
+
+def at_chance(accuracy: float, n_classes: int, n_test: int) -> bool:
+    """Whether a test accuracy (percent) is at chance: within three binomial standard errors of ``1 / n_classes``
+    on ``n_test`` samples, or below it (10 classes: 12.85% on 1,000 test samples, 12.01% on 2,000)."""
+    p = 1.0 / n_classes
+    return bool(accuracy <= 100.0 * (p + 3.0 * np.sqrt(p * (1.0 - p) / n_test)))
 
 
 def _nanmean(a: np.ndarray) -> Optional[float]:
