@@ -13,7 +13,14 @@
    the wall time, the process's CPU time and the load average: on a loaded machine the wall time is an upper
    bound, the CPU time what the run itself costs.
 
+4. ``--jobs``: instead, ``dse surrogate --seeds 5 --json`` on the default ADA-GP configuration (all three
+   controls), each call on a cold cache (a fresh folder holding only the MNIST-1D data set, generated once
+   beforehand), with the default ``--jobs`` (the number of cores) and with ``--jobs 1``, one after the other in
+   this run: both wall times, their ratio (target <= 0.6 on 2 cores) and whether the figures are equal (the
+   JSON without its timings). ``--rounds N`` alternates the two N times and reports each round.
+
     python bench/surrogate_speed.py [--scheme efb] [--seeds 1] [--repeat 20]
+    python bench/surrogate_speed.py --jobs [--rounds 1]
     python bench/surrogate_speed.py --fashion [--seeds 1] [--first-seed 0] \\
         [--schemes adagp efb local dni null null_momentum truncated]
 
@@ -100,8 +107,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20, help="cache-hit repetitions (median reported)")
     ap.add_argument("--fashion", action="store_true", help="time plain BP on the image proxy instead")
     ap.add_argument("--schemes", nargs="*", default=[], help="with --fashion: also time these schemes/controls")
+    ap.add_argument("--jobs", action="store_true", help="time dse surrogate with the default --jobs against --jobs 1")
+    ap.add_argument("--rounds", type=int, default=1, help="with --jobs: alternate the two calls this many times")
     args = ap.parse_args()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    if args.jobs:
+        jobs_bench(args.rounds)
+        return
     if args.fashion:
         fashion(args.seeds, args.schemes, args.first_seed)
         return
@@ -147,6 +159,57 @@ def main() -> None:
               f"gp_fraction {d['gp_fraction']:.3f}")
     conv_bench()
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def _surrogate_call(cache: Path, data: Path, jobs: int | None) -> tuple[float, dict]:
+    """``dse surrogate --seeds 5 --json`` (default configuration) on a cold cache holding only the data set."""
+    import json
+    import shutil
+
+    if cache.exists():
+        shutil.rmtree(cache)
+    shutil.copytree(data, cache / "data")
+    cmd = [sys.executable, "-m", "dse.cli", "surrogate", "--seeds", "5", "--json"]
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
+    env = {**os.environ, "DSE_CACHE_DIR": str(cache)}
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    wall = time.perf_counter() - t
+    d = json.loads(out)
+    for k in ("wall_s", "compute_s", "cached"):
+        d.pop(k)
+    for r in d["per_seed"]:
+        r.pop("epochs")
+    return wall, d
+
+
+def jobs_bench(rounds: int) -> None:
+    """The default --jobs against --jobs 1, cold, side by side."""
+    from models.surrogate.evaluation import default_jobs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        os.environ["DSE_CACHE_DIR"] = str(tmp / "gen")
+        from models.surrogate.tasks import load_task
+
+        load_task("mnist1d")  # generated once; each call copies it into its cold cache
+        data = tmp / "gen" / "data"
+        print(f"dse surrogate --seeds 5 --json, default ADA-GP configuration, bp + adagp + 3 controls per seed "
+              f"(25 runs), cold cache each; default --jobs = {default_jobs()} on {os.cpu_count()} cores")
+        ratios = []
+        for i in range(rounds):
+            w1, d1 = _surrogate_call(tmp / "one", data, 1)
+            print(f"round {i + 1}: --jobs 1: {w1:.2f} s wall; {_load()}", flush=True)
+            wn, dn = _surrogate_call(tmp / "many", data, None)
+            same = d1 == dn
+            ratios.append(wn / w1)
+            print(f"round {i + 1}: default --jobs: {wn:.2f} s wall; {_load()}", flush=True)
+            print(f"round {i + 1}: ratio default / 1 = {wn / w1:.2f} (target <= 0.6); figures equal: {same}",
+                  flush=True)
+        if rounds > 1:
+            print(f"ratio over {rounds} rounds: median {statistics.median(ratios):.2f}, min {min(ratios):.2f}, "
+                  f"max {max(ratios):.2f}")
 
 
 def _load() -> str:

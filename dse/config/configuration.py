@@ -146,4 +146,4 @@ def _not_a_study(doc: dict, p: Path) -> dict:
 def plan_key(training: SurrogateConfig) -> tuple:
     """The training knobs a scheme's cost depends on, as a hashable key (every knob: a scheme reads the ones
     it needs; caching by all of them is exact and cheap)."""
-    return tuple(sorted(training.to_dict().items()))
+    return tuple(sorted((k, v) for k, v in training.to_dict().items() if k != "tasks"))  # proxy tasks cost nothing

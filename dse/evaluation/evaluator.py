@@ -219,13 +219,17 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
     sur = None
     seeds = tuple(range(cfg.seeds)) if seeds is None else seeds
     if cfg.gp_fraction is None or cfg.accuracy:
-        from models.surrogate import evaluate as run_surrogate
         from models.surrogate.evaluation import CONTROLS
 
         controls = CONTROLS if metrics is None else registry.controls_for(metrics)
-        result = run_surrogate(cfg.training, seeds=seeds, controls=controls)
-        result.check_converged()  # a diverged seed makes the means unusable: the trial fails with the reason
-        sur = result.to_dict()
+        from models.surrogate.multitask import evaluate_tasks
+
+        both = evaluate_tasks(cfg.training.task_configs(), seeds=seeds, controls=controls)
+        for result in both.results:
+            result.check_converged()  # a diverged seed makes the means unusable: the trial fails with the reason
+        sur = both.results[0].to_dict()  # the first task's figures; with several tasks each one's and the worst
+        if len(both.results) > 1:
+            sur.update(both.figures())
     gpf = cfg.gp_fraction if cfg.gp_fraction is not None else float(sur["gp_fraction"])
     if cfg.training.scheme == "bp":
         gpf = 0.0

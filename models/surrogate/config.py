@@ -219,10 +219,22 @@ class SurrogateConfig:
     gp_phase_max: int = 16
     cos_threshold: float = 0.3
     relerr_threshold: float = 1.0
+    #: several proxy tasks (``task`` first): the setting is trained on each (dse's evaluator; ``task_configs``)
+    tasks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            object.__setattr__(self, f.name, _check(f.name, getattr(self, f.name)))
+            if f.name != "tasks":
+                object.__setattr__(self, f.name, _check(f.name, getattr(self, f.name)))
+        tasks = self.tasks
+        allowed = ", ".join(repr(t) for t in TASKS)
+        if not isinstance(tasks, (list, tuple)) or any(not isinstance(t, str) or t not in TASKS for t in tasks):
+            raise ValueError(f"tasks: a list of task names, each one of {allowed} (got {tasks!r})")
+        if len(set(tasks)) != len(tasks):
+            raise ValueError(f"tasks: each task once (got {list(tasks)!r})")
+        if tasks and tasks[0] != self.task:
+            raise ValueError(f"tasks: the first is the task ({self.task!r}) (got {list(tasks)!r})")
+        object.__setattr__(self, "tasks", tuple(tasks) if len(tasks) > 1 else ())
         classes = TASK_CLASSES[self.task]
         if self.efb_rank > classes:
             raise ValueError(f"efb_rank: an integer from 1 to the task's {classes} classes (got {self.efb_rank})")
@@ -244,7 +256,21 @@ class SurrogateConfig:
 
     # -- plain data ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data; ``tasks`` only when there are several (so a one-task setting's dict is as before)."""
+        d = asdict(self)
+        if d["tasks"]:
+            d["tasks"] = list(d["tasks"])
+        else:
+            del d["tasks"]
+        return d
+
+    def task_configs(self) -> list["SurrogateConfig"]:
+        """One configuration per proxy task (``task`` first): each further task takes its own defaults for the
+        knobs at ``task``'s (:meth:`replace`); just this one without ``tasks``."""
+        if not self.tasks:
+            return [self]
+        first = self.replace(tasks=[])
+        return [first] + [first.replace(task=t) for t in self.tasks[1:]]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SurrogateConfig":
@@ -256,9 +282,13 @@ class SurrogateConfig:
         for key in data:
             if key not in names:
                 raise ValueError(f"{key}: unknown field; allowed: {', '.join(names)}")
+        data = dict(data)
+        tasks = data.get("tasks")
+        if isinstance(tasks, (list, tuple)) and tasks and "task" not in data:
+            data["task"] = tasks[0]  # ``tasks`` alone: the first is the task
         task = data.get("task", cls.task)
         defaults = TASK_DEFAULTS.get(task, {}) if isinstance(task, str) else {}
-        return cls(**{**defaults, **dict(data)})
+        return cls(**{**defaults, **data})
 
     def replace(self, **changes: Any) -> "SurrogateConfig":
         """A copy with ``changes``. A change of ``task`` also moves every knob still at the old task's default
@@ -280,6 +310,8 @@ class SurrogateConfig:
                 text = "true" if value else "false"
             elif isinstance(value, str):
                 text = f'"{value}"'
+            elif isinstance(value, list):
+                text = "[" + ", ".join(f'"{v}"' for v in value) + "]"
             elif isinstance(value, float):
                 text = repr(value)
             else:

@@ -254,7 +254,9 @@ def _knobs(cfg: SurrogateConfig, kind: str, replay_from) -> dict[str, Any]:
     if kind in CONTROLS and replay_from is not None:
         mask = hashlib.sha256(json.dumps(replay_from["phases"]).encode()).hexdigest()[:32]
         return {**cfg.bp_key(), "true_output_grad": cfg.true_output_grad, "warmup": cfg.warmup, "mask": mask}
-    return cfg.to_dict()
+    knobs = cfg.to_dict()
+    knobs.pop("tasks", None)  # a run trains cfg.task alone
+    return knobs
 
 
 def cached_run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=None):

@@ -2,7 +2,8 @@
 
 A ``[training]`` table may name ``tasks = ["mnist1d", "fashion"]`` instead of one ``task``: the setting's
 knobs then apply to every task, and each knob the table does not give takes each task's own default
-(:data:`models.surrogate.config.TASK_DEFAULTS`). The *rank agreement* of two tasks is Spearman's rank
+(:data:`models.surrogate.config.TASK_DEFAULTS`; a knob given at the first task's default value counts as not
+given). The *rank agreement* of two tasks is Spearman's rank
 correlation of the mean accuracies of the settings a call ran on both: the scheme and each of its controls
 (``None`` with fewer than three, or when one task ranks them all equal).
 """
@@ -13,33 +14,21 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from models.surrogate.config import TASKS, SurrogateConfig
+from models.surrogate.config import SurrogateConfig
 from models.surrogate.evaluation import CONTROLS, SurrogateResult, evaluate
 
 __all__ = ["task_configs", "evaluate_tasks", "TaskComparison", "spearman"]
 
 
 def task_configs(table: Mapping[str, Any], tasks: Optional[Sequence[str]] = None) -> list[SurrogateConfig]:
-    """One configuration per task: ``tasks`` if given (it wins over the table's), else the table's ``tasks``
-    list, else its one ``task``. ValueError (one line, naming the field) for a bad list."""
+    """One configuration per task (:meth:`SurrogateConfig.task_configs`): the table's ``tasks`` list or its one
+    ``task``; ``tasks`` if given replaces both (``dse surrogate --task``). ValueError (one line, naming the
+    field) for a bad list."""
     data = dict(table)
-    listed = data.pop("tasks", None)
-    if tasks is None and listed is not None:
-        if "task" in data:
-            raise ValueError("tasks: give either task or tasks, not both")
-        if not isinstance(listed, (list, tuple)) or not listed:
-            raise ValueError(f"tasks: a non-empty list of task names, each one of {', '.join(map(repr, TASKS))} "
-                             f"(got {listed!r})")
-        tasks = listed
-    if tasks is None:
-        return [SurrogateConfig.from_dict(data)]
-    tasks = list(tasks)
-    for t in tasks:
-        if t not in TASKS:
-            raise ValueError(f"tasks: each one of {', '.join(map(repr, TASKS))} (got {t!r})")
-    if len(set(tasks)) != len(tasks):
-        raise ValueError(f"tasks: each task once (got {tasks!r})")
-    return [SurrogateConfig.from_dict({**data, "task": t}) for t in tasks]
+    if tasks is not None:
+        data.pop("task", None)
+        data["tasks"] = list(tasks)
+    return SurrogateConfig.from_dict(data).task_configs()
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
@@ -79,7 +68,29 @@ class TaskComparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tasks": {r.config.task: r.to_dict() for r in self.results},
+                "accuracy_drop_worst": self.accuracy_drop_worst,
                 "rank_agreement": self.rank_agreement()}
+
+    @property
+    def accuracy_drop_worst(self) -> float:
+        """The largest accuracy drop of the tasks (points; each the mean of its per-seed drops, as reported)."""
+        return max(r.to_dict()["accuracy_drop"] for r in self.results)
+
+    def figures(self) -> dict[str, Any]:
+        """Flat per-task figures for a trial's record: ``<task>_accuracy``, ``<task>_accuracy_bp``,
+        ``<task>_accuracy_drop`` (and ``<task>_predictor_gain`` when the null control ran), ``accuracy_drop_worst``,
+        ``tasks`` (the names, comma-separated) and ``rank_agreement_<task1>_<task2>`` (Spearman, when defined)."""
+        out: dict[str, Any] = {"tasks": ",".join(r.config.task for r in self.results),
+                               "accuracy_drop_worst": self.accuracy_drop_worst}
+        for r in self.results:
+            t, d = r.config.task, r.to_dict()
+            out.update({f"{t}_{k}": d[k] for k in ("accuracy", "accuracy_bp", "accuracy_drop")})
+            if "null" in r.controls:
+                out[f"{t}_predictor_gain"] = d["predictor_gain"]
+        for pair in self.rank_agreement():
+            if pair["spearman"] is not None:
+                out["rank_agreement_" + "_".join(pair["tasks"])] = pair["spearman"]
+        return out
 
 
 def evaluate_tasks(configs: Sequence[SurrogateConfig], *, seeds: Sequence[int] = (0, 1, 2), cache: bool = True,

@@ -166,3 +166,87 @@ def test_evaluate_in_two_processes_gives_the_figures_of_one(tmp_path, monkeypatc
 def test_jobs_must_be_a_positive_integer():
     with pytest.raises(ValueError, match="jobs: an integer >= 1"):
         evaluate(SurrogateConfig(**FAST), seeds=(0,), jobs=0)
+
+
+# -- several proxy tasks -------------------------------------------------------------------------------------
+
+
+def test_tasks_train_one_setting_on_each_task_with_each_tasks_defaults():
+    cfg = SurrogateConfig.from_dict({"tasks": ["mnist1d", "fashion"], "gp_fraction": 0.4, "scheme": "efb"})
+    assert cfg.task == "mnist1d" and cfg.tasks == ("mnist1d", "fashion")
+    one, two = cfg.task_configs()
+    assert one == SurrogateConfig(gp_fraction=0.4, scheme="efb")
+    assert two == SurrogateConfig.from_dict({"task": "fashion", "gp_fraction": 0.4, "scheme": "efb"})
+    assert cfg.to_dict()["tasks"] == ["mnist1d", "fashion"]
+    assert "tasks" not in SurrogateConfig().to_dict()  # a one-task setting's dict is as before
+
+
+def test_tasks_survive_a_round_trip_through_toml(tmp_path):
+    cfg = SurrogateConfig.from_dict({"tasks": ["mnist1d", "fashion"], "scheme": "local"})
+    path = tmp_path / "t.toml"
+    path.write_text(cfg.to_toml())
+    assert SurrogateConfig.from_toml(path) == cfg
+
+
+@pytest.mark.parametrize("table,match", [
+    ({"tasks": ["mnist1d", "cifar"]}, "tasks: a list of task names, each one of 'mnist1d', 'digits', 'fashion'"),
+    ({"tasks": ["mnist1d", "mnist1d"]}, "tasks: each task once"),
+    ({"task": "fashion", "tasks": ["mnist1d", "fashion"]}, "tasks: the first is the task"),
+    ({"tasks": "fashion"}, "tasks: a list of task names"),
+])
+def test_bad_tasks_are_refused_naming_the_field(table, match):
+    with pytest.raises(ValueError, match=match):
+        SurrogateConfig.from_dict(table)
+
+
+def test_spearman_and_the_rank_agreement_of_two_tasks():
+    from models.surrogate.multitask import spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_a_configuration_with_two_tasks_records_each_and_the_worst_drop(tmp_path, monkeypatch):
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate as evaluate_configuration
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    cfg = Configuration.from_dict({"workload": {"models": ["resnet18"]}, "seeds": 2,
+                                   "training": {"tasks": ["digits", "mnist1d"], "epochs": 1, "gp_fraction": 0.5}})
+    out = evaluate_configuration(cfg, metrics=["accuracy_drop_worst", "predictor_gain"])
+    sur = out["surrogate"]
+    assert sur["tasks"] == "digits,mnist1d" and sur["proxy"]["task"] == "digits"
+    worst = max(sur["digits_accuracy_drop"], sur["mnist1d_accuracy_drop"])
+    assert out["metrics"]["accuracy_drop_worst"] == pytest.approx(worst)
+    assert sur["accuracy_drop"] == pytest.approx(sur["digits_accuracy_drop"])
+    mn = evaluate(SurrogateConfig(epochs=1, gp_fraction=0.5), seeds=(0, 1), controls=("null",))
+    assert sur["mnist1d_accuracy_drop"] == pytest.approx(mn.accuracy_drop)  # the second task at its own defaults
+    single = Configuration.from_dict({"workload": {"models": ["resnet18"]}, "seeds": 1,
+                                      "training": {**FAST, "scheme": "bp"}})
+    m = evaluate_configuration(single, metrics=["accuracy_drop_worst"])["metrics"]
+    assert m["accuracy_drop_worst"] == m["accuracy_drop"]
+
+
+def test_dse_surrogate_json_reports_each_task_and_their_rank_agreement(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dse.cli.app import app
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    toml = tmp_path / "t.toml"
+    toml.write_text('[training]\ntasks = ["digits", "mnist1d"]\nepochs = 1\ngp_fraction = 0.5\n')
+    out = CliRunner().invoke(app, ["surrogate", str(toml), "--seeds", "2", "--json", "--jobs", "1"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output)
+    assert list(d["tasks"]) == ["digits", "mnist1d"]
+    pair = d["rank_agreement"][0]
+    assert pair["tasks"] == ["digits", "mnist1d"] and pair["settings"] == ["adagp", "null", "null_momentum",
+                                                                           "truncated"]
+    assert pair["spearman"] is None or -1 <= pair["spearman"] <= 1
+    assert d["accuracy_drop_worst"] == max(t["accuracy_drop"] for t in d["tasks"].values())
+    from dse.errors import UsageError
+
+    bad = CliRunner().invoke(app, ["surrogate", "--task", "cifar", "--json"])
+    assert isinstance(bad.exception, UsageError)  # exit 2 through dse's entry point
+    assert str(bad.exception) == "--task: task: one of 'mnist1d', 'digits', 'fashion' (got 'cifar')"
