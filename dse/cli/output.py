@@ -9,15 +9,15 @@ from the right (the caller names them).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import typer
 
+from dse.results.formats import name_pieces, wrap_name
+
 __all__ = ["echo_json", "echo_table", "fit_table", "terminal_width"]
 
 GAP = 2
-_BREAK = re.compile(r"(?<=[._ ,])|(?=\[)|(?=\()")
 
 
 def echo_json(obj) -> None:
@@ -29,20 +29,6 @@ def terminal_width() -> int:
     return max(20, shutil.get_terminal_size((80, 24)).columns)
 
 
-def _pieces(header: str) -> list[str]:
-    return [p for p in _BREAK.split(header) if p]
-
-
-def _wrap(header: str, width: int) -> list[str]:
-    """``header`` on lines of at most ``width`` characters, broken only between pieces."""
-    lines = [""]
-    for p in _pieces(header):
-        if lines[-1] and len(lines[-1]) + len(p.rstrip()) > width:
-            lines.append("")
-        lines[-1] += p
-    return [ln.rstrip() for ln in lines]
-
-
 def fit_table(headers: list[str], cells: list[list[str]], numeric: list[bool], width: int | None = None,
               drop: bool = True) -> tuple[list[str], list[int]]:
     """The lines of an aligned table no wider than ``width`` (None: as wide as it is), and the indices of
@@ -50,7 +36,7 @@ def fit_table(headers: list[str], cells: list[list[str]], numeric: list[bool], w
     fit (``drop=False``: none is left out; the table is then as narrow as wrapped headers make it)."""
     n = len(headers)
     cellw = [max([len(r[i]) for r in cells] or [0]) for i in range(n)]
-    minw = [max(cellw[i], *(len(p.rstrip()) for p in _pieces(headers[i]))) for i in range(n)]
+    minw = [max(cellw[i], *(len(p.rstrip()) for p in name_pieces(headers[i]))) for i in range(n)]
     w = [max(cellw[i], len(headers[i])) for i in range(n)]
     keep = list(range(n))
 
@@ -62,12 +48,12 @@ def fit_table(headers: list[str], cells: list[list[str]], numeric: list[bool], w
             shrinkable = [i for i in keep if w[i] > minw[i]]
             if shrinkable:  # narrow the column with the most to give: its header takes one more line
                 i = max(shrinkable, key=lambda j: (w[j] - minw[j], -j))
-                w[i] = max(minw[i], max(len(x) for x in _wrap(headers[i], w[i] - 1)))
+                w[i] = max(minw[i], max(len(x) for x in wrap_name(headers[i], w[i] - 1)))
             elif drop and len(keep) > 1:
                 keep.pop()
             else:
                 break
-    wrapped = {i: _wrap(headers[i], w[i]) for i in keep}
+    wrapped = {i: wrap_name(headers[i], w[i]) for i in keep}
     depth = max(len(v) for v in wrapped.values())
     out = []
 

@@ -269,7 +269,7 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
 
     study = open_study(spec, storage, create=False)
     folder = out or (study_file.resolve().parent / f"{spec.name}-plots")
-    files = make_plots(study, spec, folder)
+    files = make_plots(study, spec, folder, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
     for f in files:
         typer.echo(str(f))
 

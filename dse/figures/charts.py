@@ -194,6 +194,24 @@ def reference_metrics(spec) -> dict[str, float]:
             "energy_saving": 0.0, "energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
 
 
+def format_axis(axis, unit: str) -> None:
+    """Tick labels of ``axis`` (a matplotlib x or y axis) in ``unit``: SI-prefixed with the unit for a unit
+    that takes a prefix (``60 kJ``, ``25.6 GB/s``; a prefixed unit such as pJ is converted first), else plain
+    numbers without an offset or a power of ten (the axis label carries the unit)."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter, ScalarFormatter
+
+    from dse.results.formats import SI_UNITS, to_base
+
+    factor, base = to_base(unit)
+    if base in SI_UNITS:
+        eng = EngFormatter(unit=base, sep=" ")
+        axis.set_major_formatter(FuncFormatter(lambda v, pos: eng(v * factor)))
+    else:
+        f = ScalarFormatter(useOffset=False)
+        f.set_scientific(False)
+        axis.set_major_formatter(f)
+
+
 def standard_errors(pts, metric: str) -> np.ndarray | None:
     """Per point, the standard error of ``metric`` over the surrogate seeds (``<metric>_se``; 0 where a point
     has none, as one-seed points), or None when no point has one."""
@@ -210,6 +228,8 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
     axis whose points carry a standard error), the reference accelerator (plain BP) as a star, and constraint
     limits as dashed lines with the infeasible side shaded."""
     import matplotlib.pyplot as plt
+
+    from dse.results.views import unit_of
 
     m, d = spec.metrics, spec.directions
     pairs = list(itertools.combinations(range(len(m)), 2))
@@ -253,6 +273,8 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
                     (ax.axvspan if axis == "x" else ax.axhspan)(*span, color="#d55e00", alpha=0.06)
         ax.set_xlabel(label(m[i], d[i]), fontsize=9)
         ax.set_ylabel(label(m[j], d[j]), fontsize=9)
+        format_axis(ax.xaxis, unit_of(m[i]))
+        format_axis(ax.yaxis, unit_of(m[j]))
     for ax in list(axes.flat)[len(pairs):]:
         ax.set_visible(False)
     handles, names = {}, []
@@ -271,39 +293,82 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
 
 def parallel_front(spec, front_pts, label, colour_by: int = 0):
     """The full front in parallel coordinates: one line per Pareto-optimal trial over every objective and
-    every numeric searched knob, each axis scaled to its range on the front (its ends labelled)."""
+    every searched knob that varies on the front (a bundle as its fields; a categorical knob's values spaced
+    evenly along its axis and named beside it), each numeric axis from its front minimum to maximum with the
+    ends labelled in their unit; the knobs constant on the front are listed under the figure."""
+    import matplotlib as mpl
     import matplotlib.pyplot as plt
 
-    knobs = [n for n, _ in spec.space.searched()
-             if all(isinstance(p.params.get(n), (int, float)) and not isinstance(p.params.get(n), bool)
-                    for p in front_pts)]
-    cols = spec.metrics + knobs
-    x = np.array([[p.metrics[c] if c in spec.metrics else p.params[c] for c in cols] for p in front_pts],
-                 dtype=float).reshape(len(front_pts), len(cols))
-    lo, hi = x.min(axis=0), x.max(axis=0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    z = (x - lo) / span
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.25 * len(cols)), 4.4))
-    import matplotlib as mpl
+    from dse.results.formats import fmt_with_unit, is_missing, knob_unit, wrap_name
+    from dse.results.views import front_rows, unit_of
 
-    key = x[:, colour_by]
-    norm = mpl.colors.Normalize(key.min(), key.max() if key.max() > key.min() else key.min() + 1)
+    rows = front_rows(spec, front_pts)
+    knobs = [c for c in (rows[0] if rows else {}) if "." in c]
+    constant, cols = {}, list(spec.metrics)
+    for k in knobs:
+        vals = [r[k] for r in rows if not is_missing(r[k])]
+        if len({repr(v) for v in vals}) > 1:
+            cols.append(k)
+        elif vals:
+            constant[k] = vals[0]
+    z = np.zeros((len(rows), len(cols)))
+    ends: list[tuple[str, str]] = []
+    cats: dict[int, list] = {}
+    for i, c in enumerate(cols):
+        vals = [r.get(c) for r in rows]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            x = np.asarray(vals, dtype=float)
+            lo, hi = float(x.min()), float(x.max())
+            z[:, i] = (x - lo) / (hi - lo) if hi > lo else 0.5
+            unit = unit_of(c) or knob_unit(c)
+            ends.append((fmt_with_unit(lo, unit), fmt_with_unit(hi, unit)))
+        else:  # categorical: the values in first-seen order, evenly spaced
+            levels = list(dict.fromkeys(str(v) for v in vals))
+            cats[i] = levels
+            z[:, i] = [levels.index(str(v)) / max(len(levels) - 1, 1) for v in vals]
+            ends.append(("", ""))
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.15 * len(cols) + 1.5), 4.8))
+    key = z[:, colour_by]
+    raw = np.array([r[spec.metrics[colour_by]] for r in rows], dtype=float)
+    norm = mpl.colors.Normalize(raw.min(), raw.max() if raw.max() > raw.min() else raw.min() + 1)
     cmap = mpl.colormaps["viridis"]
-    for r, k in zip(z, key):
+    for r, k in zip(z, raw):
         ax.plot(range(len(cols)), r, color=cmap(norm(k)), alpha=0.6, lw=1.0)
+    del key
     for i in range(len(cols)):
         ax.axvline(i, color="#555", lw=0.6)
-        ax.text(i, -0.06, f"{lo[i]:.3g}", ha="center", va="top", fontsize=7)
-        ax.text(i, 1.04, f"{hi[i]:.3g}", ha="center", va="bottom", fontsize=7)
-    names = [label(c, spec.directions[spec.metrics.index(c)]) if c in spec.metrics else c for c in cols]
-    ax.set_xticks(range(len(cols)), [n.replace(" (", "\n(") for n in names], fontsize=7, rotation=0)
+        if i in cats:
+            n = len(cats[i])
+            for j, level in enumerate(cats[i]):
+                ax.text(i + 0.04, j / max(n - 1, 1), level, ha="left", va="center", fontsize=7,
+                        bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.5))
+        else:
+            ax.text(i, -0.06, ends[i][0], ha="center", va="top", fontsize=7)
+            ax.text(i, 1.04, ends[i][1], ha="center", va="bottom", fontsize=7)
+
+    def name(c):
+        if c in spec.metrics:
+            d = spec.directions[spec.metrics.index(c)]
+            return "\n".join(wrap_name(c, 12)) + f"\n[{unit_of(c)}]\n({'higher' if d == 'maximize' else 'lower'} " \
+                "is better)"
+        return "\n".join(wrap_name(c.split(".", 1)[1], 12))
+
+    ax.set_xticks(range(len(cols)), [name(c) for c in cols], fontsize=7)
     ax.tick_params(axis="x", pad=14)
     ax.set_yticks([])
     ax.set_ylim(-0.12, 1.12)
+    ax.set_xlim(-0.4, len(cols) - 0.4)
     sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
-    fig.colorbar(sm, ax=ax, pad=0.01).set_label(label(spec.metrics[colour_by]), fontsize=8)
-    ax.set_title(f"{spec.name}: the {len(front_pts)} Pareto-optimal trials, every objective and numeric knob "
-                 "(each axis from its front minimum to maximum)", fontsize=9)
+    bar = fig.colorbar(sm, ax=ax, pad=0.01)
+    bar.set_label(label(spec.metrics[colour_by]), fontsize=8)
+    format_axis(bar.ax.yaxis, unit_of(spec.metrics[colour_by]))
+    ax.set_title(f"{spec.name}: the {len(front_pts)} Pareto-optimal trials over every objective and every knob "
+                 "that varies on the front\n(each numeric axis from its front minimum to maximum; knobs by field "
+                 "name)", fontsize=9)
+    if constant:
+        fig.text(0.5, 0.0, "constant on the front: " + ", ".join(
+            f"{k} = {fmt_with_unit(v, knob_unit(k))}" for k, v in constant.items()), ha="center", va="top",
+            fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -335,24 +400,9 @@ def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
         bottom += vals
     ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8, rotation=20, ha="right")
     ax.set_ylabel("training-job energy [J]")
+    format_axis(ax.yaxis, "J")
     ax.legend(title="component", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(f"{spec.name}: energy by component (summed over {len(spec.base.workload.models)} model(s))",
                  fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def first_order_importance(x: dict[str, np.ndarray], y: np.ndarray) -> dict[str, float]:
-    """Per knob, the share of ``y``'s variance its value alone explains: Var(E[y | knob]) / Var(y)
-    (first-order main effect over the points given; 0 for a constant y)."""
-    tot = float(np.var(y))
-    out = {}
-    for k, col in x.items():
-        if tot <= 0:
-            out[k] = 0.0
-            continue
-        keys, inv = np.unique(col.astype(str), return_inverse=True)
-        means = np.bincount(inv, weights=y) / np.bincount(inv)
-        w = np.bincount(inv) / len(y)
-        out[k] = float(np.sum(w * (means - y.mean()) ** 2) / tot)
-    return out

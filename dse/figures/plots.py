@@ -15,7 +15,7 @@ from dse.search.pareto import front, hypervolume
 from dse.search.study import hv_reference, load_points
 from dse.search.studyfile import StudySpec
 
-__all__ = ["make_plots"]
+__all__ = ["make_plots", "study_figures"]
 
 
 def _save(fig, folder: Path, stem: str) -> list[Path]:
@@ -27,33 +27,40 @@ def _save(fig, folder: Path, stem: str) -> list[Path]:
     return out
 
 
-def make_plots(study: optuna.Study, spec: StudySpec, folder: Path) -> list[Path]:
+def make_plots(study: optuna.Study, spec: StudySpec, folder: Path, warn=None) -> list[Path]:
+    """Write the study's figures (PNG and SVG) into ``folder``; returns the files. ``warn(message)`` is called
+    for what a figure warns about (too few training settings for the importance)."""
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    for stem, fig in study_figures(study, spec, warn):
+        files += _save(fig, folder, stem)
+        plt.close(fig)
+    return files
+
+
+def study_figures(study: optuna.Study, spec: StudySpec, warn=None):
+    """The study's figures, one at a time, as (file stem, matplotlib figure): objectives, front-parallel,
+    energy, hypervolume, importance (those the study has data for). The caller closes each."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    folder.mkdir(parents=True, exist_ok=True)
     sns.set_theme(style="whitegrid", context="notebook")
     pts = load_points(study, spec)
     f = front(pts, spec.directions)
     on_front = {p.number for p in f}
-    files: list[Path] = []
     if pts:
         from dse.figures import charts as figures
 
-        fig = figures.objective_pairs(spec, pts, on_front, _label)
-        files += _save(fig, folder, "objectives")
-        plt.close(fig)
+        yield "objectives", figures.objective_pairs(spec, pts, on_front, _label)
         if len(f) >= 2:
-            fig = figures.parallel_front(spec, f, _label)
-            files += _save(fig, folder, "front-parallel")
-            plt.close(fig)
+            yield "front-parallel", figures.parallel_front(spec, f, _label)
         if f:
-            fig = figures.energy_breakdown(spec, _chosen_points(spec, f))
-            files += _save(fig, folder, "energy")
-            plt.close(fig)
+            yield "energy", figures.energy_breakdown(spec, _chosen_points(spec, f))
 
     # hypervolume history over finished trials
     ref = hv_reference(spec)
@@ -69,22 +76,28 @@ def make_plots(study: optuna.Study, spec: StudySpec, folder: Path) -> list[Path]
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         sns.lineplot(data=h, x="trial", y="hypervolume", drawstyle="steps-post", ax=ax)
         ax.set_xlabel("trial number")
-        refs = ", ".join(f"{m}={r:.4g}" for m, r in zip(spec.metrics, ref))
-        ax.set_ylabel("hypervolume [product of objective units]")
-        ax.set_title(f"{spec.name}: hypervolume of the feasible front\nreference point {refs}", fontsize=10)
+        from matplotlib.ticker import EngFormatter
+
+        from dse.results.formats import fmt_with_unit
+        from dse.results.views import unit_of
+
+        refs = ", ".join(f"{m} = {fmt_with_unit(r, unit_of(m))}" for m, r in zip(spec.metrics, ref))
+        ax.set_ylabel("hypervolume\n[product of the objectives' units]", fontsize=9)
+        ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 20 M, not 2.0 and a 1e7 above the axis
+        import textwrap
+
+        ax.set_title(f"{spec.name}: hypervolume of the feasible front\n"
+                     + textwrap.fill(f"reference point {refs}", 80), fontsize=9)
         fig.tight_layout()
-        files += _save(fig, folder, "hypervolume")
-        plt.close(fig)
+        yield "hypervolume", fig
 
     # parameter importance per objective
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values is not None]
     searched = [n for n, _ in spec.space.searched()]
     if len(complete) >= 4 and searched:
-        fig = _importance(study, spec, complete, plt, sns)
+        fig = _importance(study, spec, complete, plt, sns, warn)
         if fig is not None:
-            files += _save(fig, folder, "importance")
-            plt.close(fig)
-    return files
+            yield "importance", fig
 
 
 def _chosen_points(spec: StudySpec, f) -> list:
@@ -105,46 +118,95 @@ def _chosen_points(spec: StudySpec, f) -> list:
     return out
 
 
-def _importance(study, spec: StudySpec, complete, plt, sns):
-    """Importance per objective: fANOVA over the complete trials, unless the study's strategy supplies its
-    own points (``Strategy.importance_points``; the hybrid: the hardware points it costed, rebuilt with the
-    vectorized model), over which each knob's first-order share of variance is computed."""
+#: fewer distinct training settings per searched training knob than this: their shares are not separable
+MIN_SETTINGS_PER_KNOB = 4
+#: at most this many points go into fANOVA's forest (a sample, seed 0, of a hybrid study's costed points), and
+#: its trees: on the quick start 16 trees and 1,000 points take about 7 s an objective on a loaded core, and the
+#: shares differ from 64 trees' by at most 0.01 (64 trees take 4 times as long)
+MAX_IMPORTANCE_POINTS = 1000
+FANOVA_TREES = 16
+
+
+def fanova_shares(params: list[dict], values: dict[str, list], space, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per objective, each knob's first-order share of its variance as Optuna's fANOVA computes it
+    (:class:`optuna.importance.FanovaImportanceEvaluator` with :data:`FANOVA_TREES` trees, not normalized: the
+    shares add up to at most 1;
+    the rest is the knobs' interactions and what the forest cannot explain). ``params``: one dict of knob
+    values per point; ``values``: objective -> one value per point; ``space``: the study's knobs."""
+    from dse.search.study import distribution
+
+    dists = {n: distribution(k) for n, k in space.searched()}
+    out = {}
+    for m, ys in values.items():
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        study = optuna.create_study(direction="minimize")
+        ok = [(p, float(y)) for p, y in zip(params, ys) if np.isfinite(y)]
+        study.add_trials([optuna.trial.create_trial(params={k: p[k] for k in dists}, distributions=dists,
+                                                    value=y) for p, y in ok])
+        try:
+            imp = optuna.importance.FanovaImportanceEvaluator(n_trees=FANOVA_TREES, seed=seed).evaluate(study)
+        except (RuntimeError, ValueError, ZeroDivisionError):
+            continue
+        out[m] = {k: max(0.0, float(v)) for k, v in imp.items()}
+    return out
+
+
+def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
+    """Importance per objective: fANOVA (Optuna's, first-order shares that add up to at most 1, the rest
+    shown as interactions) over the complete trials, or over the points the study's strategy supplies
+    (``Strategy.importance_points``; the hybrid: the hardware points it costed, rebuilt with the vectorized
+    model; a sample of at most :data:`MAX_IMPORTANCE_POINTS`). The figure names how many distinct training
+    settings the shares rest on, and warns when that is too few to separate the training knobs."""
     from dse.search.strategies import strategy_class
 
-    rows = []
+    train_knobs = [n for n, _ in spec.space.searched() if n.startswith("training.")]
     points = strategy_class(spec.strategy).importance_points(spec, study)
     if points is not None:
-        from dse.figures.charts import first_order_importance
-
         X, Y, n_set, n_pts = points
         if not n_pts:
             return None
-        for m, y in Y.items():
-            ok = np.isfinite(y)
-            imp = first_order_importance({k: v[ok] for k, v in X.items()}, y[ok])
-            rows += [{"objective": m, "knob": k, "importance": v} for k, v in imp.items()]
-        xlabel = "first-order share of the objective's variance (0-1)"
-        title = (f"{spec.name} ({spec.strategy}): which knobs drive each objective, over the {n_pts:,} points "
-                 f"costed for {n_set} trained settings (not only the {len(complete)} entered trials)")
+        idx = np.arange(n_pts)
+        if n_pts > MAX_IMPORTANCE_POINTS:
+            idx = np.sort(np.random.default_rng(0).choice(n_pts, MAX_IMPORTANCE_POINTS, replace=False))
+        params = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in X.items()} for i in idx]
+        values = {m: y[idx] for m, y in Y.items()}
+        basis = (f"{len(idx):,} of the {n_pts:,} hardware points costed for {n_set} trained settings" if
+                 len(idx) < n_pts else f"the {n_pts:,} hardware points costed for {n_set} trained settings")
     else:
-        for i, m in enumerate(spec.metrics):
-            try:
-                imp = optuna.importance.get_param_importances(
-                    study, target=lambda t, i=i: t.values[i],
-                    evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0))
-            except (RuntimeError, ValueError, ZeroDivisionError):
-                continue
-            rows += [{"objective": m, "knob": k, "importance": v} for k, v in imp.items()]
-        xlabel = "importance (fANOVA share of the objective's variance, 0-1)"
-        title = f"{spec.name}: which knobs drive each objective (fANOVA over {len(complete)} complete trials)"
+        params = [dict(t.params) for t in complete]
+        values = {m: [t.values[i] for t in complete] for i, m in enumerate(spec.metrics)}
+        basis = f"{len(complete)} complete trials"
+    settings = len({tuple(p.get(k) for k in train_knobs) for p in params}) if train_knobs else 0
+    shares = fanova_shares(params, values, spec.space)
+    rows = []
+    for m, imp in shares.items():
+        rows += [{"objective": m, "knob": k, "share": v} for k, v in imp.items()]
+        rows.append({"objective": m, "knob": "interactions and the rest", "share": max(0.0, 1 - sum(imp.values()))})
     if not rows:
         return None
     d = pd.DataFrame(rows)
-    fig, ax = plt.subplots(figsize=(7.0, 0.22 * len(set(d.knob)) * len(spec.metrics) + 1.5))
-    sns.barplot(data=d, y="knob", x="importance", hue="objective", ax=ax, orient="h")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("knob")
-    ax.set_title(title, fontsize=9)
+    n_knobs = len(set(d.knob))
+    fig, ax = plt.subplots(figsize=(7.5, 0.2 * n_knobs * len(shares) + 2.4))
+    sns.barplot(data=d, y="knob", x="share", hue="objective", ax=ax, orient="h")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("first-order share of the objective's variance (fANOVA; each objective's shares add up to 1)",
+                  fontsize=9)
+    ax.set_ylabel("")
+    ax.legend(title="objective", fontsize=8, title_fontsize=8, loc="lower right")
+    ax.set_title(f"{spec.name}: which knobs drive each objective\n(Optuna's fANOVA over {basis})", fontsize=9)
+    note = (f"The training knobs' shares rest on {settings} distinct training setting(s)." if train_knobs else "")
+    few = bool(train_knobs) and settings < MIN_SETTINGS_PER_KNOB * len(train_knobs)
+    if few:
+        msg = (f"importance: only {settings} distinct training settings for {len(train_knobs)} training knobs (at "
+               f"least {MIN_SETTINGS_PER_KNOB * len(train_knobs)} separate them): their shares are confounded; "
+               "train more settings (a larger budget, or a smaller front_size for the hybrid)")
+        note += "\nWarning: " + msg.split(": ", 1)[1]
+        if warn is not None:
+            warn(msg)
+    if note:
+        import textwrap
+
+        fig.text(0.01, 0.0, "\n".join(textwrap.fill(ln, 110) for ln in note.split("\n")), ha="left", va="top",
+                 fontsize=8, color="#b00000" if few else "#333")
     fig.tight_layout()
     return fig
-

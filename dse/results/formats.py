@@ -14,9 +14,11 @@ figures' tick labels:
 from __future__ import annotations
 
 import math
+import re
 from typing import Iterable
 
-__all__ = ["SI_UNITS", "si_scale", "to_base", "fmt_number", "knob_unit", "is_missing"]
+__all__ = ["SI_UNITS", "si_scale", "to_base", "fmt_number", "knob_unit", "is_missing", "name_pieces", "wrap_name",
+           "fmt_with_unit"]
 
 #: units shown with an SI prefix (one per column)
 SI_UNITS = ("J", "W", "B", "B/s", "s", "Hz", "samples/s", "FLOP/s")
@@ -85,3 +87,33 @@ def knob_unit(name: str) -> str:
         if field.endswith(suffix):
             return unit
     return ""
+
+
+_BREAK = re.compile(r"(?<=[._ ,])|(?=\[)|(?=\()")
+
+
+def name_pieces(name: str) -> list[str]:
+    """``name`` cut where a line may break: after ``.``, ``_``, a space or a comma, before ``[`` or ``(``."""
+    return [p for p in _BREAK.split(name) if p]
+
+
+def wrap_name(name: str, width: int) -> list[str]:
+    """``name`` on lines of at most ``width`` characters, broken only between :func:`name_pieces` (a piece
+    longer than ``width`` gets a line of its own)."""
+    lines = [""]
+    for p in name_pieces(name):
+        if lines[-1] and len(lines[-1]) + len(p.rstrip()) > width:
+            lines.append("")
+        lines[-1] += p
+    return [ln.rstrip() for ln in lines]
+
+
+def fmt_with_unit(v, unit: str, digits: int = 3) -> str:
+    """One value with its unit, SI-prefixed where the unit takes a prefix: ``42.5 kJ``, ``51.2 GB/s``,
+    ``2.78 mm^2``, ``64 KiB``; a value without a unit as :func:`fmt_number` writes it."""
+    if is_missing(v) or not isinstance(v, (int, float)) or isinstance(v, bool):
+        return fmt_number(v)
+    div, shown = si_scale([v], unit)
+    x = v / div
+    text = fmt_number(x) if isinstance(x, int) or x == int(x) else f"{x:.{digits}g}"
+    return f"{text} {shown}" if shown else text

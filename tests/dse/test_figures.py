@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dse.figures.charts import first_order_importance, nondominated_2d
+from dse.figures.charts import nondominated_2d
 from studyfiles import edit, with_strategy
 
 
@@ -25,14 +25,23 @@ def test_nondominated_2d_by_brute_force():
         assert list(x[got]) == sorted(x[got])
 
 
-def test_first_order_importance_closed_form():
-    a, b = np.meshgrid(np.arange(4.0), np.arange(3.0), indexing="ij")
-    a, b = a.ravel(), b.ravel()
-    imp = first_order_importance({"a": a, "b": b}, 2 * a)
-    assert imp["a"] == pytest.approx(1.0) and imp["b"] == pytest.approx(0.0)
-    imp = first_order_importance({"a": a, "b": b}, a + b)  # additive: shares are the variances' shares
-    assert imp["a"] == pytest.approx(np.var(a) / (np.var(a) + np.var(b)))
-    assert first_order_importance({"a": a}, np.ones_like(a)) == {"a": 0.0}
+def test_fanova_shares_are_shares():
+    """Optuna's fANOVA, not normalized: a knob that alone makes the objective gets (nearly) all of it, an
+    unused knob nothing; with an interaction the first-order shares add up to less than 1."""
+    from dse.config.space import Choice, Space
+    from dse.figures.plots import fanova_shares
+
+    space = Space((("training.a", Choice((0, 1, 2, 3))), ("hardware.b", Choice((0, 1, 2)))))
+    params = [{"training.a": a, "hardware.b": b} for a in range(4) for b in range(3)] * 3
+    a = np.array([p["training.a"] for p in params], float)
+    b = np.array([p["hardware.b"] for p in params], float)
+    got = fanova_shares(params, {"alone": 2 * a, "product": (a - 1.5) * (b - 1)}, space)
+    assert got["alone"]["training.a"] > 0.95 and got["alone"]["hardware.b"] < 0.02
+    # a pure interaction: no first-order share in truth; the forest's estimate over 36 points is 0.37, far
+    # from the 1 a normalized importance would claim
+    assert sum(got["product"].values()) < 0.5
+    assert all(0 <= v <= 1 for d in got.values() for v in d.values())
+    assert all(sum(d.values()) <= 1 + 1e-9 for d in got.values())
 
 
 def test_study_plots_are_all_written(cli, ran_study, tmp_path):
@@ -69,3 +78,108 @@ def test_hybrid_importance_uses_every_costed_hardware_point(cli, ran_study, tmp_
         assert hit.sum() == 1
         for m, v in zip(spec.metrics, t.values):
             assert Y[m][hit][0] == pytest.approx(v, rel=1e-9)
+
+
+def _text_boxes(fig) -> list[tuple[str, object]]:
+    """Every piece of text the figure draws (tick labels inside the axis range, axis labels, titles, texts,
+    legends), with its box on the canvas."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    out, seen = [], set()
+
+    def add(t):
+        if t is not None and id(t) not in seen and t.get_visible() and t.get_text().strip():
+            seen.add(id(t))
+            out.append((t.get_text(), t.get_window_extent(r)))
+
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            lo, hi = sorted(lim)
+            eps = 1e-9 * (hi - lo)
+            for tick in axis.get_major_ticks():
+                if lo - eps <= tick.get_loc() <= hi + eps:
+                    add(tick.label1)
+                    add(tick.label2)
+            add(axis.label)
+        add(ax.title)
+        for t in ax.texts:
+            add(t)
+        if ax.get_legend() is not None:
+            for t in [*ax.get_legend().get_texts(), ax.get_legend().get_title()]:
+                add(t)
+    for t in fig.texts:
+        add(t)
+    add(getattr(fig, "_suptitle", None))
+    for leg in fig.legends:
+        for t in [*leg.get_texts(), leg.get_title()]:
+            add(t)
+    return out
+
+
+def text_overlaps(fig, tol: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of texts whose boxes overlap by more than ``tol`` pixels both ways."""
+    boxes = _text_boxes(fig)
+    bad = []
+    for i, (ta, a) in enumerate(boxes):
+        for tb, b in boxes[i + 1:]:
+            if a.x0 < b.x1 - tol and b.x0 < a.x1 - tol and a.y0 < b.y1 - tol and b.y0 < a.y1 - tol:
+                bad.append((ta, tb))
+    return bad
+
+
+def test_text_overlap_check_finds_an_overlap():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 100000], [0, 1])
+    ax.set_xticks([0, 20000, 40000, 60000, 80000, 100000])  # "100000" labels crowd a 3-inch axis
+    ax.tick_params(labelsize=14)
+    assert text_overlaps(fig)
+    plt.close(fig)
+
+
+def test_quickstart_like_plots_have_no_overlapping_text_and_units_on_ticks(cli, ran_study, tmp_path):
+    """A small hybrid study shaped as the quick start (four objectives with energy, a categorical knob, a
+    bundle, an area constraint): no two texts of any figure overlap at the default size; energy ticks are
+    SI-prefixed with their unit; the parallel coordinates show the categorical knob and the bundle's fields
+    and leave out the knobs constant on the front."""
+    import matplotlib.pyplot as plt
+
+    from dse.figures.plots import study_figures
+    from dse.search.study import open_study
+    from dse.search.studyfile import load_study
+
+    text = with_strategy(edit('name = "tiny"', 'name = "qs"', ran_study.read_text()), "hybrid", front_size=4)
+    text = text.replace("pred_width = [8, 32]", 'pred_width = [8, 32]\npred_features = ["level", "deviation"]')
+    text = text.replace('[[objectives]]\nmetric = "area_mm2"',
+                        '[[objectives]]\nmetric = "energy_j"\n\n[[objectives]]\nmetric = "area_mm2"')
+    p = tmp_path / "qs.toml"
+    p.write_text(text)
+    assert cli("run", p, "--quiet").returncode == 0
+    spec = load_study(p)
+    assert len(spec.metrics) == 4
+    seen, warned = set(), []
+    for stem, fig in study_figures(open_study(spec, create=False), spec, warned.append):
+        seen.add(stem)
+        assert text_overlaps(fig) == [], stem
+        texts = [t for t, _ in _text_boxes(fig)]
+        if stem == "objectives":
+            assert any(t.endswith(" kJ") or t.endswith(" MJ") or t.endswith(" J") for t in texts)
+            assert not any(len(t) > 5 and t.isdigit() for t in texts)  # no 100000 on an axis
+        if stem == "front-parallel":
+            joined = " ".join(texts)
+            assert "pred_\nfeatures" in joined or "pred_features" in joined, joined
+            assert "hardware.predictor_unit" not in joined
+        if stem == "importance":  # the settings it rests on, and a warning: 2 training knobs need 8 settings
+            joined = " ".join(texts)
+            n = len({(t.params["training.pred_width"], t.params["training.pred_features"])
+                     for t in open_study(spec, create=False).get_trials() if t.state.name == "COMPLETE"})
+            assert f"rest on {n} distinct training setting" in joined, joined
+            assert n < 8 and "Warning" in joined and warned and f"only {n} distinct training settings" in warned[0]
+        plt.close(fig)
+    assert seen == {"objectives", "front-parallel", "energy", "hypervolume", "importance"}
