@@ -6,6 +6,7 @@ The lead registers it with ``app.command("layer")(layer)``; the function is plai
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Optional
 
 import numpy as np
@@ -13,6 +14,7 @@ import typer
 
 from accel import DATAFLOW_NAMES
 from dse.errors import UsageError
+from dse.results.formats import fmt_number, fmt_with_unit
 
 __all__ = ["layer"]
 
@@ -63,11 +65,25 @@ def _hardware(**kw):
         raise UsageError(f"{_OPTION_OF.get(field, field)}:{msg.split(':', 1)[1]}" if ":" in msg else msg) from None
 
 
-def _result(desc, mkn, hw, geo) -> dict:
+def _tech(path):
+    """The technology table of ``--tech`` (the format of a configuration's ``technology``), else the default."""
+    if path is None:
+        return None
+    from accel import load_tech
+
+    try:
+        return load_tech(path)
+    except OSError as e:
+        raise UsageError(f"--tech: cannot read {path} ({e.strerror})") from None
+    except ValueError as e:
+        raise UsageError(f"--tech: {e}") from None
+
+
+def _result(desc, mkn, hw, geo, tech=None) -> dict:
     from accel import area_mm2, gemm_cost
 
     m, k, n = mkn
-    r = gemm_cost([m], [k], [n], hw=hw, im2col=geo)
+    r = gemm_cost([m], [k], [n], hw=hw, im2col=geo, tech=tech)
     one = lambda a: float(a[0])  # noqa: E731 - local shorthand
     return {
         "layer": desc,
@@ -87,7 +103,7 @@ def _result(desc, mkn, hw, geo) -> dict:
         "rf_bytes": one(r.rf_bytes),
         "interpe_bytes": one(r.interpe_bytes),
         "energy_pj": {c: one(v) for c, v in r.energy_pj.items()},
-        "area_mm2": float(area_mm2(hw)),
+        "area_mm2": float(area_mm2(hw, tech)),
     }
 
 
@@ -119,9 +135,19 @@ def layer(
         "--ofmap-kb", help="Ofmap (output / partial sums) SRAM in KiB, double-buffered.")] = 64.0,
     bandwidth: Annotated[float, typer.Option("--bandwidth", metavar="GBPS", help="DRAM bandwidth in GB/s.")] = 25.6,
     clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="Accelerator clock in GHz.")] = 1.0,
+    tech: Annotated[Optional[Path], typer.Option(
+        "--tech", metavar="FILE", help="A technology table (TOML, the format of a configuration's technology and "
+                                       "of accel/data/tech_default.toml) instead of the default 45 nm one.")] = None,
+    topology: Annotated[Optional[Path], typer.Option(
+        "--topology", metavar="FILE", help="Every layer of a SCALE-Sim topology (.csv) or ONNX model (.onnx): "
+                                           "its forward GEMMs costed one by one, with a total row (instead of "
+                                           "--gemm/--conv).")] = None,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="With --topology: samples per GEMM (SCALE-Sim "
+                                                             "runs 1).")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")] = False,
 ) -> None:
-    """Cost one GEMM or convolution on one systolic-array configuration: cycles, traffic, energy."""
+    """Cost one GEMM or convolution (or, with --topology, every layer of a network) on one systolic-array
+    configuration: cycles, traffic, energy."""
     from dse.config.values import check_number
 
     for opt, v in (("--rows", rows), ("--cols", cols), ("--ifmap-kb", ifmap_kb), ("--filter-kb", filter_kb),
@@ -129,6 +155,18 @@ def layer(
                    ("--stride", stride), ("--pad", pad), ("--word-bytes", word_bytes), ("--acc-bytes", acc_bytes),
                    *(("--gemm", x) for x in gemm or ()), *(("--conv", x) for x in conv or ())):
         check_number(v, opt, "bandwidth_gbps" if opt == "--bandwidth" else None)
+    table = _tech(tech)
+    if topology is not None:
+        if gemm is not None or conv is not None:
+            raise UsageError("--topology: give either --topology FILE or --gemm/--conv, not both")
+        check_number(batch, "--batch")
+        if dataflow == "all":
+            raise UsageError("--dataflow: with --topology name one dataflow")
+        hw = _hardware(rows=rows, cols=cols, dataflow=dataflow, word_bytes=word_bytes, acc_bytes=acc_bytes,
+                       ifmap_kb=ifmap_kb, filter_kb=filter_kb, ofmap_kb=ofmap_kb, bandwidth_gbps=bandwidth,
+                       clock_ghz=clock_ghz)
+        _topology(topology, hw, table, batch, as_json)
+        return
     mkn, desc, geo = _gemm_shape(gemm, conv, stride, pad)
     for v in mkn:  # a convolution as its im2col GEMM
         check_number(v, "--gemm" if gemm is not None else "--conv")
@@ -138,7 +176,7 @@ def layer(
     hws = {df: _hardware(rows=rows, cols=cols, dataflow=df, word_bytes=word_bytes, acc_bytes=acc_bytes,
                          ifmap_kb=ifmap_kb, filter_kb=filter_kb, ofmap_kb=ofmap_kb, bandwidth_gbps=bandwidth,
                          clock_ghz=clock_ghz) for df in flows}
-    results = {df: _result(desc, mkn, hw, geo) for df, hw in hws.items()}
+    results = {df: _result(desc, mkn, hw, geo, table) for df, hw in hws.items()}
     if as_json:
         typer.echo(json.dumps(results[dataflow] if dataflow != "all" else
                               {"layer": desc, "dataflows": results}, indent=2))
@@ -162,16 +200,16 @@ def _spread_table(console, results: dict) -> None:
 
     flows = list(results)
     best = min(results[f]["energy_pj"]["total"] for f in flows)
-    t = Table(title="energy across dataflows (pJ unless stated)")
+    t = Table(title="across dataflows")
     t.add_column("quantity")
     for f in flows:
         t.add_column(f.upper(), justify="right")
-    t.add_row("total cycles", *(f"{results[f]['total_cycles']:,.0f}" for f in flows))
+    t.add_row("total cycles", *(fmt_number(results[f]["total_cycles"]) for f in flows))
     t.add_row("utilization", *(f"{results[f]['utilization']:.1%}" for f in flows))
     for op in ("ifmap", "filter", "ofmap"):
-        t.add_row(f"DRAM bytes {op}", *(f"{results[f]['dram_bytes'][op]:,.0f}" for f in flows))
+        t.add_row(f"DRAM bytes {op}", *(fmt_with_unit(results[f]["dram_bytes"][op], "B", 4) for f in flows))
     for c in ("mac", "rf", "interpe", "sram", "dram", "leakage", "total"):
-        t.add_row(f"energy {c}", *(f"{results[f]['energy_pj'][c]:,.0f}" for f in flows))
+        t.add_row(f"energy {c}", *(fmt_with_unit(results[f]["energy_pj"][c], "pJ", 4) for f in flows))
     t.add_row("energy / best", *(f"{results[f]['energy_pj']['total'] / best:.2f}x" for f in flows))
     console.print(t)
     spread = max(results[f]["energy_pj"]["total"] for f in flows) / best
@@ -186,24 +224,84 @@ def _one_table(console, result: dict) -> None:
     t.add_column("quantity")
     t.add_column("value", justify="right")
     for key in ("macs", "compute_cycles", "stall_cycles", "total_cycles"):
-        t.add_row(key.replace("_", " "), f"{result[key]:,.1f}")
+        t.add_row(key.replace("_", " "), fmt_number(result[key]))
     t.add_row("utilization", f"{result['utilization']:.2%}")
-    t.add_row("time", f"{result['time_s'] * 1e6:,.3f} us")
+    t.add_row("time", fmt_with_unit(result["time_s"], "s", 4))
     console.print(t)
     t = Table(title="memory accesses")
-    for c in ("operand", "SRAM reads (words)", "SRAM writes (words)", "DRAM bytes"):
+    for c in ("operand", "SRAM reads (words)", "SRAM writes (words)", "DRAM traffic"):
         t.add_column(c, justify="right" if c != "operand" else "left")
     for op in ("ifmap", "filter", "ofmap"):
-        t.add_row(op, f"{result['sram_reads'][op]:,.0f}", f"{result['sram_writes'][op]:,.0f}",
-                  f"{result['dram_bytes'][op]:,.0f}")
+        t.add_row(op, fmt_number(result["sram_reads"][op]), fmt_number(result["sram_writes"][op]),
+                  fmt_with_unit(result["dram_bytes"][op], "B", 4))
     console.print(t)
-    console.print(f"in the PEs: {result['rf_bytes']:,.0f} register-file bytes, {result['interpe_bytes']:,.0f} "
-                  f"bytes between neighbours")
+    console.print(f"in the PEs: {fmt_with_unit(result['rf_bytes'], 'B', 4)} register-file traffic, "
+                  f"{fmt_with_unit(result['interpe_bytes'], 'B', 4)} between neighbours")
     t = Table(title="energy")
     t.add_column("component")
-    t.add_column("pJ", justify="right")
+    t.add_column("energy", justify="right")
     t.add_column("share", justify="right")
     total = result["energy_pj"]["total"]
     for c, v in result["energy_pj"].items():
-        t.add_row(c, f"{v:,.1f}", f"{v / total:.1%}" if total else "-")
+        t.add_row(c, fmt_with_unit(v, "pJ", 4), f"{v / total:.1%}" if total else "-")
     console.print(t)
+
+
+def topology_rows(path: Path, hw, tech=None, batch: int = 1) -> list[dict]:
+    """Per forward GEMM of the network in ``path`` (a SCALE-Sim topology or an ONNX model), its cost on
+    ``hw`` (each op alone, as :func:`dse.results.views.layer_table` costs them; no leakage), and a last row
+    ``total`` summing them (utilization: MACs over the array's peak in the total cycles)."""
+    from accel import gemm_cost
+    from models import importers
+
+    if not importers.is_file_model(str(path)):
+        raise UsageError(f"--topology: {path}: a SCALE-Sim topology (.csv) or an ONNX model (.onnx)")
+    try:
+        net = importers.load(str(path))
+    except FileNotFoundError:
+        raise UsageError(f"--topology: {path}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--topology: {e}") from None
+    ops = net.training_ops(batch, word_bytes=hw.word_bytes)
+    fwd = np.flatnonzero(ops.phase == "fwd")
+    recs = ops.to_records()
+    c = gemm_cost(ops.M[fwd], ops.K[fwd], ops.N[fwd], ops.repeat[fwd], hw=hw, tech=tech, include_leakage=False)
+    rows = []
+    for j, i in enumerate(fwd):
+        r = recs[i]
+        rows.append({"layer": r["name"], "M": int(ops.M[i]), "K": int(ops.K[i]), "N": int(ops.N[i]),
+                     "repeat": int(ops.repeat[i]), "macs": int(r["macs"]), "cycles": int(c.total_cycles[j]),
+                     "utilization": float(c.utilization[j]), "time_s": float(c.total_cycles[j]) / (hw.clock_ghz * 1e9),
+                     "dram_bytes": int(c.dram_read_bytes[j] + c.dram_write_bytes[j]),
+                     **{f"energy_j_{k}": float(v[j]) * 1e-12 for k, v in c.energy_pj.items() if k != "leakage"}})
+    total = {"layer": "total"}
+    for k in rows[0] if rows else ():
+        if k not in ("layer", "M", "K", "N", "repeat", "utilization"):
+            total[k] = sum(r[k] for r in rows)
+    if rows:
+        total["utilization"] = total["macs"] / (total["cycles"] * hw.rows * hw.cols) if total["cycles"] else 0.0
+        rows.append(total)
+    return rows
+
+
+def _topology(path: Path, hw, tech, batch: int, as_json: bool) -> None:
+    rows = topology_rows(path, hw, tech, batch)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from dse.cli.output import echo_table, terminal_width
+    from dse.results.formats import si_scale
+
+    typer.echo(f"{path.name}: {len(rows) - 1} forward GEMMs, batch {batch}, on a {hw.rows}x{hw.cols} "
+               f"{hw.dataflow.upper()} array ({hw.bandwidth_gbps:g} GB/s DRAM, {hw.clock_ghz:g} GHz); each op "
+               "costed alone, without leakage")
+    cols = ["layer", "M", "K", "N", "macs", "cycles", "utilization", "time_s", "dram_bytes", "energy_j_total",
+            "energy_j_dram"]
+    heads = {}
+    for col, (name, unit) in {"time_s": ("time", "s"), "dram_bytes": ("dram", "B"),
+                              "energy_j_total": ("energy", "J"), "energy_j_dram": ("energy_dram", "J")}.items():
+        div, u = si_scale([r[col] for r in rows], unit)
+        heads[col] = f"{name} [{u}]"
+        for r in rows:
+            r[col] = r[col] / div
+    echo_table([{c: r.get(c) for c in cols} for r in rows], cols, headers=heads, width=terminal_width())

@@ -97,3 +97,79 @@ def test_dataflow_all_shows_the_spread_across_dataflows():
     for word in (*(df.upper() for df in DATAFLOW_NAMES), "energy / best", "spread (highest / lowest)",
                  "DRAM bytes ifmap"):
         assert word in table.output
+
+
+def _tech_file(tmp_path, factor: float = 2.0):
+    """The default technology table with DRAM energy per byte multiplied by ``factor``."""
+    import re
+    from importlib import resources
+
+    text = resources.files("accel").joinpath("data/tech_default.toml").read_text()
+    head, rest = text.split("[dram_pj_per_byte]", 1)
+    old = float(re.search(r"value\s*=\s*([0-9.eE+-]+)", rest).group(1))
+    rest = re.sub(r"value\s*=\s*[0-9.eE+-]+", f"value = {old * factor!r}", rest, count=1)
+    p = tmp_path / "tech.toml"
+    p.write_text(head + "[dram_pj_per_byte]" + rest)
+    return p
+
+
+def test_tech_file_with_doubled_dram_energy_doubles_the_dram_energy(tmp_path):
+    base = ["layer", "--gemm", "512", "512", "512", "--json"]
+    default = json.loads(runner.invoke(app, base).output)
+    res = runner.invoke(app, [*base, "--tech", str(_tech_file(tmp_path))])
+    assert res.exit_code == 0, res.output
+    doubled = json.loads(res.output)
+    assert default["energy_pj"]["dram"] > 0
+    assert doubled["energy_pj"]["dram"] == pytest.approx(2 * default["energy_pj"]["dram"], rel=1e-12)
+    for c in ("mac", "rf", "sram"):  # nothing else moves
+        assert doubled["energy_pj"][c] == pytest.approx(default["energy_pj"][c], rel=1e-12)
+    assert doubled["total_cycles"] == default["total_cycles"]
+
+
+def test_bad_tech_file_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match="--tech: cannot read"):
+        layer(gemm=(8, 8, 8), tech=tmp_path / "none.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[mac_pj]\nvalue = 1.0\n")
+    with pytest.raises(UsageError, match="--tech: "):
+        layer(gemm=(8, 8, 8), tech=bad)
+
+
+def test_topology_costs_every_layer_with_a_total(tmp_path):
+    """A SCALE-Sim topology of ResNet-18: one row per forward GEMM (as accel.gemm costs it alone), the total
+    row their sum; a doubled DRAM energy doubles its DRAM energy."""
+    import numpy as np
+
+    from accel import Hardware, gemm_cost
+    from models import zoo
+    from models.importers import load_topology, to_scalesim
+
+    topo = tmp_path / "r18.csv"
+    topo.write_text(to_scalesim(zoo.build("resnet18", dataset="cifar10"), layout="conv"))
+    res = runner.invoke(app, ["layer", "--topology", str(topo), "--rows", "16", "--cols", "16", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    *layers, total = rows
+    assert total["layer"] == "total" and len(layers) == 21  # 20 convolutions and the classifier
+    ops = load_topology(topo).training_ops(1, word_bytes=2)
+    f = np.flatnonzero(ops.phase == "fwd")
+    c = gemm_cost(ops.M[f], ops.K[f], ops.N[f], ops.repeat[f], hw=Hardware(rows=16, cols=16, dataflow="os"),
+                  include_leakage=False)
+    assert [r["cycles"] for r in layers] == [int(x) for x in c.total_cycles]
+    for k in ("macs", "cycles", "dram_bytes", "energy_j_dram", "energy_j_total"):
+        assert total[k] == pytest.approx(sum(r[k] for r in layers), rel=1e-12)
+    res = runner.invoke(app, ["layer", "--topology", str(topo), "--rows", "16", "--cols", "16", "--json",
+                              "--tech", str(_tech_file(tmp_path))])
+    assert json.loads(res.output)[-1]["energy_j_dram"] == pytest.approx(2 * total["energy_j_dram"], rel=1e-12)
+    table = runner.invoke(app, ["layer", "--topology", str(topo)], env={"COLUMNS": "120"})
+    assert table.exit_code == 0 and table.output.splitlines()[-1].startswith("total")
+    assert all(len(ln) <= 120 for ln in table.output.splitlines()[1:])
+
+
+def test_topology_guards(tmp_path):
+    with pytest.raises(UsageError, match="--topology: .*no such"):
+        layer(topology=tmp_path / "none.csv")
+    with pytest.raises(UsageError, match="not both"):
+        layer(topology=tmp_path / "none.csv", gemm=(1, 2, 3))
+    with pytest.raises(UsageError, match="--topology: .*SCALE-Sim"):
+        layer(topology=tmp_path / "net.txt")
