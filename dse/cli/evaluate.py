@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from dse.errors import UsageError
+from dse.results.formats import fmt_with_unit
 
 
 def evaluate_cmd(
@@ -31,7 +32,7 @@ def evaluate_cmd(
     """
     from dataclasses import replace
 
-    from dse.cli.output import echo_json, echo_table
+    from dse.cli.output import echo_json, echo_table, echo_unit_table
     from dse.config.configuration import load_configuration
     from dse.config.workload import Workload
     from dse.evaluation.evaluator import evaluate as run
@@ -57,21 +58,21 @@ def evaluate_cmd(
         "model": r["model"],
         "speedup": r["speedup"],
         "same_hw": r["speedup_same_hw"],
-        "energy_J": r["energy_j"],
-        "saving_%": 100 * r["energy_saving"],
-        "step_ms_ref": r["step_ms_bp_ref"],
-        "step_ms_bp": r["step_ms_scheme_bp"],
-        "step_ms_gp": r["step_ms_gp"],
-        "dram_GB_bp": r["dram_gb_per_step_bp"],
-        "dram_GB_gp": r["dram_gb_per_step_gp"],
+        "energy": r["energy_j"],
+        "saving": 100 * r["energy_saving"],
+        "step_ref": r["step_ms_bp_ref"],
+        "step_bp": r["step_ms_scheme_bp"],
+        "step_gp": r["step_ms_gp"],
+        "dram_bp": r["dram_gb_per_step_bp"],
+        "dram_gp": r["dram_gb_per_step_gp"],
     } for r in out["models"]]
-    echo_table(rows, floatfmt="{:.4g}")
+    echo_unit_table(rows, MODEL_UNITS)
     s, m = out["summary"], out["metrics"]
     typer.echo("")
     echo_table(metric_rows(m))  # every metric the registry computed for it, with its unit
     typer.echo("")
-    typer.echo(f"peak power {s['peak_power_w']:.3g} W; the reference accelerator running plain BP: energy "
-               f"{s['energy_j_ref']:.4g} J, area {s['area_mm2_ref']:.4g} mm^2")
+    typer.echo(f"peak power {fmt_with_unit(s['peak_power_w'], 'W')}; the reference accelerator running plain BP: "
+               f"energy {fmt_with_unit(s['energy_j_ref'], 'J', 4)}, area {fmt_with_unit(s['area_mm2_ref'], 'mm^2', 4)}")
     if cfg.parallel is not None:
         par = cfg.parallel
         typer.echo(f"pipeline: {par.stages} stages x {par.replicas} replica(s) = {par.devices} accelerators, "
@@ -84,10 +85,22 @@ def evaluate_cmd(
                    "not on the zoo models")
 
 
-def metric_rows(metrics: dict) -> list[dict]:
-    """One row per metric present in ``metrics``, in the registry's order: name, value, unit (each metric's
-    description: :mod:`dse.evaluation.metrics`)."""
-    from dse.evaluation import metrics as registry
+#: the per-model table's units (steps in ms per training step, DRAM traffic in GB per step)
+MODEL_UNITS = {"speedup": "x", "same_hw": "x", "energy": "J", "saving": "%", "step_ref": "ms", "step_bp": "ms",
+               "step_gp": "ms", "dram_bp": "GB", "dram_gp": "GB"}
 
-    return [{"metric": x.name, "value": f"{metrics[x.name]:.4g}", "unit": x.unit}
-            for x in registry.all_metrics() if x.name in metrics]
+
+def metric_rows(metrics: dict) -> list[dict]:
+    """One row per metric present in ``metrics``, in the registry's order: name, value, unit, the value
+    SI-prefixed where its unit takes a prefix (110.9 kJ, not 1.109e+05 J); each metric's description:
+    :mod:`dse.evaluation.metrics`."""
+    from dse.evaluation import metrics as registry
+    from dse.results.formats import si_scale
+
+    rows = []
+    for x in registry.all_metrics():
+        if x.name in metrics:
+            v = metrics[x.name]
+            div, unit = si_scale([v], x.unit)
+            rows.append({"metric": x.name, "value": v / div if isinstance(v, (int, float)) else v, "unit": unit})
+    return rows

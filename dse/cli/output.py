@@ -69,7 +69,7 @@ def fit_table(headers: list[str], cells: list[list[str]], numeric: list[bool], w
 
 
 def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str | None = None,
-               headers: dict[str, str] | None = None, width: int | None = None) -> list[str]:
+               headers: dict[str, str] | None = None, width: int | None = None, drop: bool = True) -> list[str]:
     """Print rows of dicts as an aligned plain-text table (pipe- and diff-friendly); ``headers`` renames
     columns, ``width`` fits the table (returns the columns left out)."""
     from dse.results.formats import fmt_number, is_missing
@@ -88,7 +88,39 @@ def echo_table(rows: list[dict], columns: list[str] | None = None, floatfmt: str
     cells = [[fmt(r.get(c)) for c in columns] for r in rows]
     numeric = [all((isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)) or is_missing(r.get(c))
                    for r in rows) for c in columns]
-    lines, dropped = fit_table([headers.get(c, c) for c in columns], cells, numeric, width)
+    lines, dropped = fit_table([headers.get(c, c) for c in columns], cells, numeric, width, drop)
     for ln in lines:
         typer.echo(ln)
     return [columns[i] for i in dropped]
+
+
+def echo_unit_table(rows: list[dict], units: dict[str, str], names: dict[str, str] | None = None,
+                    columns: list[str] | None = None) -> list[str]:
+    """:func:`echo_table` with a unit in the header of every column that has one (``units``: column ->
+    unit; ``names`` renames a column): the columns of one unit that takes SI prefixes share one prefix
+    (``energy [kJ]``, every step time in ms or every one in s); headers wrap to narrow the table toward the
+    terminal's width, no column is left out."""
+    from dse.results.formats import is_missing, si_scale
+
+    if not rows:
+        return echo_table(rows)
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+    names = names or {}
+    scaled = [dict(r) for r in rows]
+    headers = {}
+    by_unit = {}
+    for c in columns:
+        if units.get(c):
+            by_unit.setdefault(units[c], []).extend(r.get(c) for r in rows)
+    scales = {u: si_scale(vals, u) for u, vals in by_unit.items()}
+    for c in columns:
+        unit = units.get(c, "")
+        if unit:
+            div, unit = scales[unit]
+            if div != 1.0:
+                for r in scaled:
+                    v = r.get(c)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and not is_missing(v):
+                        r[c] = v / div
+        headers[c] = f"{names.get(c, c)} [{unit}]" if unit else names.get(c, c)
+    return echo_table(scaled, columns, headers=headers, width=terminal_width(), drop=False)

@@ -194,16 +194,20 @@ def pipeline(
         typer.echo(json.dumps(results if len(results) > 1 else results[0], indent=2))
         return
     typer.echo(header)
-    from dse.cli.output import echo_table
+    from dse.cli.output import echo_unit_table
 
     rows_out = [{"schedule": r["schedule"], "makespan": r["bp_step"]["makespan"], "span": r["bp_step"]["span"],
                  "bubble": r["bp_step"]["bubble_rate"], "peak_act": max(r["bp_step"]["peak_act"]),
-                 **({"peak_MB": max(r["bp_step"]["peak_act_bytes"]) / 1e6} if unit == "ms" else {}),
+                 **({"peak_act_bytes": max(r["bp_step"]["peak_act_bytes"])} if unit == "ms" else {}),
                  **({"gp_span": r["gp_step"]["span"], "mix_period": r["period"], "mix_bubble": r["bubble_rate"],
                      "mix_speedup": r["speedup_vs_bp_steps"]} if gp_fraction > 0 else {}),
-                 **({"samples_per_s": r["throughput"]} if "throughput" in r else {})}
+                 **({"throughput": r["throughput"]} if "throughput" in r else {})}
                 for r in results]
-    echo_table(rows_out, floatfmt="{:.4g}")
+    t = "ms" if unit == "ms" else "time"  # explicit times: the unit the user gave them in
+    echo_unit_table(rows_out, {"makespan": t, "span": t, "gp_span": t, "mix_period": t, "bubble": "0-1",
+                               "mix_bubble": "0-1", "peak_act": "micro-batches", "peak_act_bytes": "B",
+                               "mix_speedup": "x", "throughput": "samples/s"},
+                    {"peak_act_bytes": "peak_act"})
     for n, bp, gp in steps:
         typer.echo("")
         typer.echo(f"{n}: per stage busy {_fmt(bp.busy_s)}, idle {_fmt(bp.idle_s)}, peak activations "

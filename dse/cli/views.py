@@ -67,7 +67,7 @@ def show(
             raise UsageError(f"TRIAL: trial {trial} is {d['state']} ({d['reason']}); it has no table")
         typer.echo(_csv(layer_rows if layers else d["models"]).rstrip("\n"))
         return
-    from dse.cli.output import echo_table
+    from dse.cli.output import echo_table, echo_unit_table
 
     objectives = dict(zip(spec.metrics, spec.directions))
     head = f"trial {trial}: {d['state']}"
@@ -102,14 +102,18 @@ def show(
                f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model{seeds})")
     echo_table(rows, floatfmt="{:.5g}")
     typer.echo("")
-    typer.echo("per model (time per step in ms for plain BP on the reference, and this design's BP-phase and "
-               "GP-phase steps; DRAM GB per step; job energy J by component)")
-    cols = ["model", "speedup", "speedup_same_hw", "step_ms_bp_ref", "step_ms_scheme_bp", "step_ms_gp",
-            "dram_gb_per_step_bp", "dram_gb_per_step_gp", "energy_j"]
+    typer.echo("per model (time per step for plain BP on the reference, and this design's BP-phase and "
+               "GP-phase steps; DRAM traffic per step; the job's energy by component)")
     from accel.schedule import ENERGY_KEYS
 
-    cols += [f"energy_j_{k}" for k in ENERGY_KEYS]
-    echo_table([{c: r[c] for c in cols} for r in d["models"]], floatfmt="{:.4g}")
+    names = {"speedup_same_hw": "same_hw", "step_ms_bp_ref": "step_ref", "step_ms_scheme_bp": "step_bp",
+             "step_ms_gp": "step_gp", "dram_gb_per_step_bp": "dram_bp", "dram_gb_per_step_gp": "dram_gp",
+             "energy_j": "energy", **{f"energy_j_{k}": k for k in ENERGY_KEYS}}
+    units = {"speedup": "x", "speedup_same_hw": "x", "step_ms_bp_ref": "ms", "step_ms_scheme_bp": "ms",
+             "step_ms_gp": "ms", "dram_gb_per_step_bp": "GB", "dram_gb_per_step_gp": "GB", "energy_j": "J",
+             **{f"energy_j_{k}": "J" for k in ENERGY_KEYS}}
+    echo_unit_table([{c: r[c] for c in ["model", *units]} for r in d["models"]], units, names,
+                    columns=["model", *units])
     if layers:
         typer.echo("")
         typer.echo("per layer and phase (one plain-BP step; each op costed alone: the step's schedule adds "
@@ -117,7 +121,11 @@ def show(
         cols = ["model", "layer", "name", "kind", "phase", "M", "K", "N", "repeat", "macs", "cycles",
                 "utilization", "stall_cycles", "time_us", "dram_bytes", "energy_pj_mac", "energy_pj_sram",
                 "energy_pj_dram"]
-        echo_table([{c: r[c] for c in cols} for r in layer_rows], floatfmt="{:.4g}")
+        units = {"time_us": "us", "dram_bytes": "B", "energy_pj_mac": "pJ", "energy_pj_sram": "pJ",
+                 "energy_pj_dram": "pJ"}
+        names = {"time_us": "time", "dram_bytes": "dram", "energy_pj_mac": "mac", "energy_pj_sram": "sram",
+                 "energy_pj_dram": "dram_energy"}
+        echo_unit_table([{c: r[c] for c in cols} for r in layer_rows], units, names, columns=cols)
 
 
 def _templates() -> dict[str, Path]:
@@ -188,15 +196,19 @@ def report(
 
 
 def _emit_rows(rows: list[dict], fmt: str) -> None:
-    from dse.cli.output import echo_table
+    from dse.cli.output import echo_unit_table
 
     if fmt == "json":
         typer.echo(json.dumps(rows, indent=2))
     elif fmt == "csv":
         typer.echo(_csv(rows).rstrip("\n"))
     else:
+        from dse.results.formats import knob_unit
+        from dse.results.views import unit_of
+
         cols = list(dict.fromkeys(k for r in rows for k in r))
-        echo_table([{c: r.get(c) for c in cols} for r in rows], cols, floatfmt="{:.4g}")
+        echo_unit_table([{c: r.get(c) for c in cols} for r in rows], {c: unit_of(c) or knob_unit(c) for c in cols},
+                        columns=cols)
 
 
 def compare(
