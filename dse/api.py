@@ -6,7 +6,8 @@
 >>> result["finished"] == spec.trials
 True
 >>> study = dse.open_study(spec)            # the stored study, checked against the file
->>> front = study.front()                   # the feasible Pareto front, a pandas DataFrame
+>>> front = study.front()                   # the feasible Pareto front, a pandas DataFrame (NaN where absent)
+>>> every = study.trials()                  # every trial: state, feasible, on_front, metrics, knobs, reason
 >>> list(front.columns[:1 + len(spec.metrics)]) == ["trial", *spec.metrics]
 True
 >>> knee = study.select(knee=True)[0]       # a Point: trial number, metrics, knobs, configuration

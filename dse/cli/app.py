@@ -26,7 +26,7 @@ app = typer.Typer(
         "Exit codes: 0 ok, 1 internal error, 2 bad input (one-line message), 130 interrupted."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -62,18 +62,14 @@ def run(
     elif quiet:
         res = dse.run(spec, workers=1, storage=storage, timeout=timeout, accept_changes=accept_changes)
     else:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+        from dse.search.runner import progress_bar
         from dse.search.study import open_study
 
         # open (create) the study before the progress bar starts, so that a storage that cannot be used
         # (unreachable server, corrupt file, missing driver) gets the one-line error without a bar above it
         open_study(spec, storage, create=True, accept_changes=accept_changes)
-        console = Console(stderr=True)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("front {task.fields[front]}  HV {task.fields[hv]}"), TimeElapsedColumn(),
-                      console=console, transient=False) as bar:
+        with progress_bar("front {task.fields[front]}  HV {task.fields[hv]}", transient=False) as bar:
+            console = bar.console
             task = bar.add_task(spec.name, total=spec.trials, front=0, hv="-")
 
             def progress(f):
@@ -94,9 +90,16 @@ def run(
         from dse.results.views import recent_line
 
         typer.echo(f"{spec.name}: {recent_line(res['recent'])}")
-    if res.get("exhausted"):
-        from dse.search.strategies import strategy_class
+    from dse.search.strategies import strategy_class
 
+    if res["complete"]:
+        from dse.search.study import open_study, storage_url
+
+        summary = strategy_class(res.get("strategy", spec.strategy)).run_summary(
+            spec, open_study(spec, storage_url(spec, storage, journal=workers > 1), create=False))
+        if summary:
+            typer.echo(f"{spec.name}: {summary}")
+    if res.get("exhausted"):
         typer.echo(strategy_class(res.get("strategy", spec.strategy)).stop_reason, err=True)
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)

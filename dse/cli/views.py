@@ -162,9 +162,9 @@ def init(
 
     name = file.stem
     text, n = re.subn(r'(?m)^(name\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{name}"', text, count=1)
-    header = (f"# Started from the {template} template by `dse init`; run it with `dse run {file.name}`,\n"
-              f"# then `dse pareto {file.name} --limit 10`, `dse show {file.name} TRIAL`, "
-              f"`dse report {file.name}`.\n")
+    given = str(file)  # the path as the user gave it: the commands below run from where they ran dse init
+    header = (f"# Started from the {template} template by `dse init`; run it with `dse run {given}`,\n"
+              f"# then `dse pareto {given}`, `dse show {given} TRIAL`, `dse report {given}`.\n")
     file.parent.mkdir(parents=True, exist_ok=True)
     file.write_text(header + text)
     try:

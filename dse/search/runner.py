@@ -110,6 +110,25 @@ class BudgetTracker:
         return self.done + len(self._open) - after
 
 
+def progress_bar(fields: str, **kw):
+    """A rich progress bar for a run (on standard error): the study's name, the bar, finished/budget,
+    ``fields`` (a format of the task's fields, e.g. the front and hypervolume), the elapsed time and an
+    estimate of the time remaining (rich's, from the recent rate of finished trials)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(fields),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True),
+                    **kw)
+
+
 class ProgressFront:
     """The feasible front, kept incrementally as complete trials arrive (for the progress display)."""
 

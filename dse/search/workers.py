@@ -111,12 +111,9 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     t0 = time.monotonic()
     bar = None
     if not quiet:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from dse.search.runner import progress_bar
 
-        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("front {task.fields[front]}  HV {task.fields[hv]}  workers {task.fields[w]}"),
-                       TimeElapsedColumn(), console=Console(stderr=True))
+        bar = progress_bar("front {task.fields[front]}  HV {task.fields[hv]}  workers {task.fields[w]}")
         bar.start()
         task = bar.add_task(spec.name, total=budget, front=0, hv="-", w=workers)
 

@@ -52,3 +52,17 @@ def test_unknown_model_is_a_one_line_usage_error():
     assert r.stderr.strip().count("\n") == 0 and "resnet50" in r.stderr
     r = run("--debug", "models", "resnet51")
     assert r.returncode == 2 and "Traceback" in r.stderr
+
+
+def test_shell_completion_is_installed_and_completes_commands(tmp_path):
+    """typer's completion: --show-completion prints the script for the shell, and the script's protocol
+    completes a command name."""
+    import os
+
+    env = {**os.environ, "SHELL": "/bin/bash"}
+    r = subprocess.run([sys.executable, "-m", "dse.cli", "--show-completion", "bash"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0 and "complete -o default -F _dse_completion dse" in r.stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "dse.cli"], capture_output=True, text=True, timeout=60,
+                       env={**env, "_DSE_COMPLETE": "complete_bash", "COMP_WORDS": "dse par", "COMP_CWORD": "1"})
+    assert r.stdout.split() == ["pareto"], (r.stdout, r.stderr)

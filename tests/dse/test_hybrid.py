@@ -115,3 +115,30 @@ def test_hybrid_accepts_a_training_metric_as_objective_and_constraint(study_file
     assert res["finished"] == 6
     for t in open_study(spec, create=False).get_trials():
         assert t.values[2] == t.user_attrs["metrics"]["gp_fraction"] <= 0.9
+
+
+def test_a_trained_setting_whose_points_could_not_enter_is_marked_and_counted(study_file, monkeypatch, cli):
+    """When the budget is met by other workers while a setting trains, none of its points enter: its trial in
+    the .training study says so (entered_points 0, not_entered), and the run summary counts it."""
+    from dse.search.strategies.hybrid import Hybrid
+
+    spec = _hybrid(study_file)
+    real, calls = Hybrid._enter, []
+
+    def enter(self, points, *a, **kw):  # the second setting's batch all pruned, as by a race at the budget
+        calls.append(len(points))
+        return 0 if len(calls) == 2 else real(self, points, *a, **kw)
+
+    monkeypatch.setattr(Hybrid, "_enter", enter)
+    r = cli("run", study_file, "--strategy", "hybrid", "--quiet")
+    assert r.returncode == 0, r.stderr
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=f"sqlite:///{study_file.parent / 'tiny.db'}")
+    trained = [t for t in outer.get_trials() if t.user_attrs.get("trained")]
+    marked = [t for t in trained if t.user_attrs.get("entered_points") == 0]
+    assert len(marked) == 1 and "budget was reached" in marked[0].user_attrs["not_entered"]
+    assert all(t.user_attrs["entered_points"] > 0 for t in trained if t not in marked)
+    main = {t.user_attrs.get("training_trial") for t in open_study(spec, create=False).get_trials()}
+    assert marked[0].number not in main
+    line = next(ln for ln in r.stdout.splitlines() if "training settings trained" in ln)
+    assert f"{len(trained)} training settings trained, {len(trained) - 1} of them with points" in line
+    assert "1 entered none" in line

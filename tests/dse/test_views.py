@@ -107,11 +107,11 @@ def test_export_pareto_folder_is_complete_even_when_the_reader_goes_away(run, sm
 def test_init_writes_a_valid_commented_study_named_after_the_file(run, tmp_path, template):
     from dse.search.studyfile import load_study
 
-    f = tmp_path / "mine.toml"
+    f = tmp_path / "sub" / "mine.toml"
     r = run("init", "--template", template, str(f))
     assert r.returncode == 0, r.stderr
     text = f.read_text()
-    assert text.startswith("#") and "dse run mine.toml" in text
+    assert text.startswith("#") and f"dse run {f}`" in text and f"dse report {f}`" in text  # the path as given
     spec = load_study(f)
     assert spec.name == "mine"
     preset = load_study(Path(__file__).resolve().parents[2] / "studies" / f"{template}.toml")

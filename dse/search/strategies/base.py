@@ -62,6 +62,11 @@ class Strategy:
         return []
 
     @classmethod
+    def run_summary(cls, spec, study) -> str | None:
+        """One line of the strategy's own bookkeeping for ``dse run``'s summary (None: nothing to add)."""
+        return None
+
+    @classmethod
     def importance_points(cls, spec, study):
         """``(knob columns, metric columns, settings, points)`` to compute parameter importance over, or None
         for the study's own trials (fANOVA)."""

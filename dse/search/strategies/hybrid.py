@@ -228,6 +228,27 @@ class Hybrid(Strategy):
         return [f"{study_name}{TRAINING_SUFFIX}"]
 
     @classmethod
+    def run_summary(cls, spec, study) -> str | None:
+        """How many training settings were trained, and how many of them have points in the study (a setting
+        trained when the budget was already met enters none: its training trial says so)."""
+        import optuna
+
+        try:
+            outer = optuna.load_study(study_name=f"{spec.name}{TRAINING_SUFFIX}", storage=study._storage)
+        except KeyError:
+            return None
+        trained = [t for t in outer.get_trials(deepcopy=False)
+                   if t.state.name == "COMPLETE" and t.user_attrs.get("trained")]
+        entered = {t.user_attrs.get("training_trial") for t in study.get_trials(deepcopy=False)
+                   if t.state.name == "COMPLETE"}
+        n_in = sum(1 for t in trained if t.number in entered)
+        out = f"{len(trained)} training settings trained, {n_in} of them with points in the study"
+        if n_in < len(trained):
+            out += (f"; {len(trained) - n_in} entered none (budget reached, or every point already in the study: "
+                    f"marked entered_points = 0 in the study {spec.name}{TRAINING_SUFFIX})")
+        return out
+
+    @classmethod
     def importance_points(cls, spec, study):
         """The hardware points the hybrid costed, rebuilt (:func:`costed_points`): the stored trials are each
         setting's feasible sub-front only (a knob whose best value costs nothing, such as DRAM bandwidth, sits
@@ -333,8 +354,13 @@ class Hybrid(Strategy):
         idx, best = sub_front(spec, metrics, spec.front_size)
         runner.refresh()
         entered = runner.tracker.keys
-        new = [i for i in idx if _key({**tparams, **keep[i]}) not in entered][:runner.remaining()]
+        fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
+        new = fresh[:runner.remaining()]
         self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number)
+        ot.set_user_attr("entered_points", self.entered)  # 0: trained, but no point of it is in the study
+        if not self.entered:
+            ot.set_user_attr("not_entered", "the budget was reached before its points could enter" if fresh else
+                             "every point of its sub-front was in the study already")
         return best
 
     def _candidates(self, seed: int) -> tuple[list[dict], HardwareArray | None]:
