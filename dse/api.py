@@ -100,25 +100,30 @@ class Study:
 
         return load_points(self._study, self.spec)
 
-    def front_points(self) -> list[Point]:
-        """The feasible Pareto-optimal points, best first in the first objective."""
+    def front_points(self, *, noise_aware: bool = False) -> list[Point]:
+        """The feasible Pareto-optimal points, best first in the first objective (``noise_aware``: only those
+        distinguishable by the paired-seed test, :func:`dse.search.noise.noise_aware_front`)."""
+        from dse.search.noise import noise_aware_front
         from dse.search.pareto import front
 
-        f = front(self.points(), self.spec.directions)
+        pts = self.points()
+        f = noise_aware_front(pts, self.spec.metrics, self.spec.directions) if noise_aware else \
+            front(pts, self.spec.directions)
         sign = -1 if self.spec.directions[0] == "maximize" else 1
         return sorted(f, key=lambda p: (sign * p.values[0], p.number))
 
     def front(self, *, columns: list[str] | None = None, sort: str | None = None, limit: int | None = None,
-              where: list[str] = ()):
+              where: list[str] = (), noise_aware: bool = False):
         """The feasible Pareto front as a pandas DataFrame: ``trial``, the objectives, every other metric (an
         accuracy metric's standard error ``<metric>_se`` beside it and the number of surrogate ``seeds`` when
         the trials recorded them; ``<metric>_std`` seed spreads when the study has several seeds), every knob
         (a bundle as its fields); best first in ``sort`` (default the first objective), filtered by ``where``
-        (e.g. ``["accuracy_drop<=1"]``), at most ``limit`` rows, only ``columns`` (and ``trial``). A value a
-        trial does not have is NaN."""
+        (e.g. ``["accuracy_drop<=1"]``), at most ``limit`` rows, only ``columns`` (and ``trial``); ``noise_aware``:
+        only the points distinguishable by the paired-seed test. A value a trial does not have is NaN."""
         from dse.results.views import data_frame
 
-        return data_frame(self.front_rows(columns=columns, sort=sort, limit=limit, where=where))
+        return data_frame(self.front_rows(columns=columns, sort=sort, limit=limit, where=where,
+                                          noise_aware=noise_aware))
 
     def trials(self):
         """Every trial of the study as a pandas DataFrame, one row per trial in number order: ``trial``,
@@ -130,11 +135,12 @@ class Study:
         return data_frame(trial_rows(self.spec, self._study))
 
     def front_rows(self, *, columns: list[str] | None = None, sort: str | None = None,
-                   limit: int | None = None, where: list[str] = ()) -> list[dict]:
+                   limit: int | None = None, where: list[str] = (), noise_aware: bool = False) -> list[dict]:
         """:meth:`front` as a list of dicts (what ``dse pareto`` prints)."""
         from dse.results.views import pareto_rows
 
-        return pareto_rows(self.spec, self._study, columns=columns, sort=sort, limit=limit, where=list(where))
+        return pareto_rows(self.spec, self._study, columns=columns, sort=sort, limit=limit, where=list(where),
+                           noise_aware=noise_aware)
 
     def select(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
                pareto: bool = False) -> list[Point]:

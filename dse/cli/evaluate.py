@@ -20,8 +20,12 @@ def evaluate_cmd(
                                                    "SCALE-Sim topologies / .onnx models) instead of the file's "
                                                    "workload.models (repeatable)."),
     seeds: Optional[int] = typer.Option(None, "--seeds",
-                                        help="Surrogate seeds (0..N-1) for the accuracy figures (default: the "
+                                        help="Surrogate seeds (S..S+N-1) for the accuracy figures (default: the "
                                              "file's `seeds`, else 3)."),
+    first_seed: Optional[int] = typer.Option(None, "--first-seed", metavar="S",
+                                             help="The first surrogate seed S (default: the file's "
+                                                  "`first_seed`, else 0); e.g. 100 re-checks an exported "
+                                                  "configuration on seeds no search has seen."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON: {\"models\": [...], \"summary\": {...}, "
                                                         "\"metrics\": {...}}."),
 ) -> None:
@@ -33,12 +37,14 @@ def evaluate_cmd(
     from dataclasses import replace
 
     from dse.cli.output import echo_json, echo_table, echo_unit_table
-    from dse.config.configuration import load_configuration
+    from dse.config.configuration import MAX_FIRST_SEED, MAX_SEEDS, load_configuration
     from dse.config.workload import Workload
     from dse.evaluation.evaluator import evaluate as run
 
-    if seeds is not None and not 1 <= seeds <= 10:
-        raise UsageError(f"--seeds: must be an integer from 1 to 10, got {seeds}")
+    if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
+        raise UsageError(f"--seeds: must be an integer from 1 to {MAX_SEEDS}, got {seeds}")
+    if first_seed is not None and not 0 <= first_seed <= MAX_FIRST_SEED:
+        raise UsageError(f"--first-seed: must be an integer from 0 to {MAX_FIRST_SEED}, got {first_seed}")
     cfg = load_configuration(config)
     if model:  # zoo names or workload files (relative to the working directory); Workload checks them
         d = cfg.workload.to_dict()
@@ -50,6 +56,8 @@ def evaluate_cmd(
             raise UsageError(f"--model: {str(e).split(': ', 1)[-1]}") from None
     if seeds is not None:
         cfg = replace(cfg, seeds=seeds)
+    if first_seed is not None:
+        cfg = replace(cfg, first_seed=first_seed)
     out = run(cfg)
     if json_out:
         echo_json(out)
@@ -81,8 +89,10 @@ def evaluate_cmd(
     src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
     typer.echo(f"GP fraction of post-warm-up steps from the {src}; warm-up {s['warmup']:.2f}")
     if out.get("proxy") is not None or "accuracy" in m:
+        first, last = cfg.seed_list[0], cfg.seed_list[-1]
+        seeds = f"seed {first}" if first == last else f"the mean of seeds {first}..{last}, ± its standard error"
         typer.echo(f"proxy accuracy: the accuracy figures above are measured on the proxy {cfg.training.proxy}, "
-                   "not on the zoo models")
+                   f"not on the zoo models ({seeds})")
 
 
 #: the per-model table's units (steps in ms per training step, DRAM traffic in GB per step)
@@ -102,5 +112,8 @@ def metric_rows(metrics: dict) -> list[dict]:
         if x.name in metrics:
             v = metrics[x.name]
             div, unit = si_scale([v], x.unit)
-            rows.append({"metric": x.name, "value": v / div if isinstance(v, (int, float)) else v, "unit": unit})
+            row = {"metric": x.name, "value": v / div if isinstance(v, (int, float)) else v, "unit": unit}
+            if f"{x.name}_se" in metrics:  # a mean over seeds: its standard error beside it, in the same unit
+                row["±se"] = metrics[f"{x.name}_se"] / div
+            rows.append(row)
     return rows

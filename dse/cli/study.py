@@ -90,6 +90,11 @@ def run(
         from dse.results.views import recent_line
 
         typer.echo(f"{spec.name}: {recent_line(res['recent'])}")
+    if "distinguishable" in res:
+        lo, hi = res["front_seeds"]
+        seeds = f"{lo} surrogate seed(s)" if lo == hi else f"{lo} to {hi} surrogate seeds"
+        typer.echo(f"accuracy noise: {res['distinguishable']} of the {res['front']} front points are distinguishable "
+                   f"by the paired-seed test (dse pareto --noise-aware); each front point rests on {seeds}")
     from dse.search.strategies import strategy_class
 
     if res["complete"]:
@@ -199,6 +204,11 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            where: Optional[List[str]] = typer.Option(None, "--where", metavar="'NAME<=X'",
                                                      help="Keep rows meeting a condition on a metric or numeric "
                                                           "knob (repeatable)."),
+           noise_aware: bool = typer.Option(False, "--noise-aware",
+                                            help="Only the front points distinguishable by the paired-seed "
+                                                 "test: a point is left out when another is at least as good "
+                                                 "in every other objective, better in one, and its accuracy "
+                                                 "lead over it is within one standard error."),
            ) -> None:
     """The feasible Pareto-optimal trials, best first in the first objective.
 
@@ -223,9 +233,9 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns and not every else None
     study = dse.open_study(spec, storage=storage)
     if fmt != "table":
-        _emit(study.front_rows(columns=cols, sort=sort, limit=limit, where=where or []), fmt)
+        _emit(study.front_rows(columns=cols, sort=sort, limit=limit, where=where or [], noise_aware=noise_aware), fmt)
         return
-    rows = study.front_rows(columns=cols, sort=sort, where=where or [])
+    rows = study.front_rows(columns=cols, sort=sort, where=where or [], noise_aware=noise_aware)
     left = {"constant": {}, "empty": [], "other": []}
     shown = list(rows[0]) if rows else []
     if rows and cols is None and not every:

@@ -29,7 +29,12 @@ from dse.errors import UsageError
 from models.schemes import check_complete
 from models.surrogate import SurrogateConfig
 
-__all__ = ["Configuration", "load_configuration", "plan_key", "check_scheme"]
+__all__ = ["Configuration", "load_configuration", "plan_key", "check_scheme", "MAX_SEEDS", "MAX_FIRST_SEED"]
+
+#: the most surrogate seeds one configuration (or one study setting) averages
+MAX_SEEDS = 20
+#: the largest first surrogate seed (the training code seeds numpy with seed + small offsets)
+MAX_FIRST_SEED = 10**6
 
 
 @dataclass(frozen=True)
@@ -43,10 +48,17 @@ class Configuration:
     #: with a what-if GP fraction, still run the surrogate for the accuracy figures
     accuracy: bool = False
     technology: str | None = None
-    #: surrogate seeds (0..seeds-1) whose mean accuracy the configuration reports
+    #: surrogate seeds (first_seed..first_seed+seeds-1) whose mean accuracy the configuration reports
     seeds: int = 3
     #: the job over several accelerators (None: one accelerator)
     parallel: ParallelConfig | None = None
+    #: the first surrogate seed (a front re-checked on fresh seeds: e.g. 100)
+    first_seed: int = 0
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The surrogate seeds whose mean the accuracy figures are."""
+        return tuple(range(self.first_seed, self.first_seed + self.seeds))
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {
@@ -60,6 +72,8 @@ class Configuration:
         if self.technology:
             d["technology"] = self.technology
         d["seeds"] = self.seeds
+        if self.first_seed:
+            d["first_seed"] = self.first_seed
         if self.parallel is not None:
             d["parallel"] = self.parallel.to_dict()
         return d
@@ -68,7 +82,7 @@ class Configuration:
     def from_dict(cls, d: dict, *, base: Path | None = None, where: str = "") -> "Configuration":
         pre = f"{where}." if where else ""
         check_keys(d, {"workload", "training", "hardware", "reference", "schedule", "technology", "seeds",
-                       "meta", "parallel"}, where or "configuration")
+                       "first_seed", "meta", "parallel"}, where or "configuration")
         for t in ("workload", "training", "hardware", "reference", "schedule", "meta", "parallel"):
             if t in d and not isinstance(d[t], dict):
                 raise UsageError(f"{pre}{t}: expected a table")
@@ -98,7 +112,8 @@ class Configuration:
                 raise UsageError(f"{pre}parallel.{e}") from None
         return cls(workload, training, hw["hardware"], hw["reference"], gpf,
                    take(sched, "accuracy", bool, f"{pre}schedule", default=False), tech,
-                   take(d, "seeds", int, where or "configuration", default=3, low=1, high=10), par)
+                   take(d, "seeds", int, where or "configuration", default=3, low=1, high=MAX_SEEDS), par,
+                   take(d, "first_seed", int, where or "configuration", default=0, low=0, high=MAX_FIRST_SEED))
 
 
 def check_scheme(name: str, where: str) -> None:

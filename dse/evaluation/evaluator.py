@@ -196,12 +196,16 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
 
 def training_metrics(surrogate: dict | None, gp_fraction: float) -> dict[str, float]:
     """The metrics that do not depend on the hardware: the GP fraction, and the surrogate's figures when it
-    ran (``surrogate``: the surrogate's result as a dict, or None)."""
+    ran (``surrogate``: the surrogate's result as a dict, or None) with ``seeds`` (how many seeds they are
+    the mean of) and ``<metric>_se`` for each seeded metric (:func:`dse.evaluation.metrics.standard_errors`)."""
     q: dict[str, Any] = {"gp_fraction": gp_fraction}
     if surrogate is not None:
         q["surrogate"] = surrogate
         q["controls"] = tuple(surrogate.get("controls", ()))
-    return registry.compute(q, only=lambda m: not m.per_hardware)
+    out = registry.compute(q, only=lambda m: not m.per_hardware)
+    # the seeds behind the accuracy figures, and each one's standard error (two seeds or more)
+    out.update(registry.standard_errors(registry.seed_record(surrogate)))
+    return out
 
 
 def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
@@ -217,7 +221,7 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
     surrogate ran).
     """
     sur = None
-    seeds = tuple(range(cfg.seeds)) if seeds is None else seeds
+    seeds = cfg.seed_list if seeds is None else seeds
     if cfg.gp_fraction is None or cfg.accuracy:
         from models.surrogate.evaluation import CONTROLS
 

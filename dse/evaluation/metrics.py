@@ -31,12 +31,14 @@ registered per-hardware metric.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["Metric", "register", "get", "names", "all_metrics", "compute", "controls_for", "per_hardware",
+__all__ = ["Metric", "register", "get", "names", "all_metrics", "compute", "controls_for", "per_hardware", "seeded",
+           "seed_record", "standard_errors",
            "QUANTITIES", "REGISTRY"]
 
 #: quantities a metric's ``compute`` may read; per-model arrays are shaped (models, H)
@@ -78,6 +80,9 @@ class Metric:
     #: the surrogate controls (models.surrogate.evaluation.CONTROLS) whose runs the metric needs; a study runs
     #: only the controls its objectives and constraints need (:func:`controls_for`)
     controls: tuple[str, ...] = ()
+    #: True for a mean over surrogate seeds whose per-seed values the surrogate's ``per_seed`` rows hold under
+    #: this name: a trial then records them, and its standard error ``<name>_se`` (dse.search.noise)
+    per_seed: bool = False
 
     def __post_init__(self):
         if self.direction not in ("maximize", "minimize"):
@@ -125,6 +130,38 @@ def per_hardware() -> list[str]:
     return [m.name for m in REGISTRY.values() if m.per_hardware]
 
 
+def seeded() -> list[str]:
+    """Metrics that are means over surrogate seeds (their noise is shown and tested: dse.search.noise)."""
+    return [m.name for m in REGISTRY.values() if m.per_seed]
+
+
+def seed_record(surrogate: dict | None) -> dict | None:
+    """``{"seeds": [...], metric: [per-seed values]}`` for every seeded metric the surrogate's result holds
+    (``None`` without a surrogate)."""
+    if not surrogate or not surrogate.get("per_seed"):
+        return None
+    rows = surrogate["per_seed"]
+    out: dict = {"seeds": [int(r["seed"]) for r in rows]}
+    for m in seeded():
+        if all(r.get(m) is not None for r in rows):
+            out[m] = [float(r[m]) for r in rows]
+    return out
+
+
+def standard_errors(record: dict | None) -> dict[str, float]:
+    """``<metric>_se`` (sample std over the seeds / sqrt(n)) for each seeded metric of a per-seed record with
+    two seeds or more, and ``seeds`` (how many seeds); empty without a record."""
+    if not record:
+        return {}
+    n = len(record["seeds"])
+    out: dict[str, float] = {"seeds": n}
+    if n >= 2:
+        for m in seeded():
+            if m in record:
+                out[f"{m}_se"] = float(np.std(record[m], ddof=1) / math.sqrt(n))
+    return out
+
+
 def controls_for(metrics) -> tuple[str, ...]:
     """The surrogate controls the metrics named in ``metrics`` need (none for accuracy and accuracy_drop)."""
     return tuple(dict.fromkeys(c for m in metrics for c in get(m).controls))
@@ -151,12 +188,13 @@ def _surrogate(key: str) -> Callable[[Mapping[str, Any]], float]:
 
 
 register(Metric("accuracy", "maximize", "%", "the training surrogate's test accuracy (mean over seeds)",
-                _surrogate("accuracy"), ("surrogate",), hv_reference=0.0, fmt="{:.2f}"))
+                _surrogate("accuracy"), ("surrogate",), hv_reference=0.0, fmt="{:.2f}", per_seed=True))
 register(Metric("accuracy_drop", "minimize", "points", "plain BP's surrogate accuracy minus this setting's",
-                _surrogate("accuracy_drop"), ("surrogate",), hv_reference=10.0, fmt="{:.3g}"))
+                _surrogate("accuracy_drop"), ("surrogate",), hv_reference=10.0, fmt="{:.3g}", per_seed=True))
 register(Metric("predictor_gain", "maximize", "points",
                 "accuracy of ADA-GP's predicted gradients minus skipping the update (the null control)",
-                _surrogate("predictor_gain"), ("surrogate",), hv_reference=0.0, fmt="{:.3g}", controls=("null",)))
+                _surrogate("predictor_gain"), ("surrogate",), hv_reference=0.0, fmt="{:.3g}", controls=("null",),
+                per_seed=True))
 register(Metric("gp_fraction", "maximize", "0-1", "post-warm-up training steps in GP phase",
                 lambda q: float(q["gp_fraction"]), ("gp_fraction",), hv_reference=0.0, fmt="{:.3g}"))
 register(Metric("accuracy_drop_worst", "minimize", "points",

@@ -138,6 +138,7 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
         table_columns,
         unit_of,
     )
+    from dse.search.noise import accuracy_objectives, noise_aware_front
     from dse.search.pareto import front
     from dse.search.study import hv_reference, load_points
 
@@ -160,7 +161,9 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
                                 k == "trials" else "; ".join(v) if isinstance(v, list) else v)}
           for k, v in status.items() if k != "failures"]
     st += [{"item": "sampler", "value": spec.sampler},  # (the strategy is in the status already)
-           {"item": "seed", "value": spec.seed}, {"item": "surrogate seeds per setting", "value": spec.seeds}]
+           {"item": "seed", "value": spec.seed}, {"item": "surrogate seeds per setting",
+            "value": (f"{spec.seeds} to {spec.seeds_max} (more near the front)" if spec.adaptive else str(spec.seeds))
+            + (f", from seed {spec.first_seed}" if spec.first_seed else "")}]
     parts.append(_table([{k: (v if not isinstance(v, (list, dict)) else str(v)) for k, v in r.items()}
                          for r in st]))
 
@@ -194,6 +197,11 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
     if rows:
         parts.append(f"<details><summary>The full table: every metric and knob ({len(rows[0])} columns)"
                      f"</summary>{_front_table(spec, rows, list(rows[0]))}</details>")
+    if accuracy_objectives(spec.metrics):
+        aware = noise_aware_front(pts, spec.metrics, spec.directions)
+        parts.append(f'<p class="note">{len(aware)} of them are distinguishable by the paired-seed test '
+                     "(<code>dse pareto --noise-aware</code>); <code>_se</code> columns: the standard error of an "
+                     "accuracy figure over its <code>seeds</code>.</p>")
 
     parts.append("<h2>Failed and pruned trials</h2>")
     parts.append(_table([{"reason": r, "trials": n} for r, n in

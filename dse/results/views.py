@@ -270,30 +270,22 @@ SPREAD = ("accuracy", "accuracy_drop", "predictor_gain")
 
 
 def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | None = None,
-                limit: int | None = None, where: list[str] = ()) -> list[dict]:
+                limit: int | None = None, where: list[str] = (), noise_aware: bool = False) -> list[dict]:
     """The feasible front as rows (machine names: metrics plain, knobs ``section.field``), filtered by
     ``where`` ('NAME OP NUMBER' on a metric or numeric knob), sorted best first by ``sort`` (a metric, its
     natural direction; default the first objective), cut to ``limit`` rows, restricted to ``columns``.
 
-    With more than one surrogate seed per setting, ``<metric>_std`` columns (sample std over the seeds)
-    follow the accuracy figures.
+    An accuracy figure that is a mean over two seeds or more has its standard error ``<metric>_se`` beside
+    it, and ``seeds`` says how many. ``noise_aware``: only the front points distinguishable by the paired-seed
+    test (:func:`dse.search.noise.noise_aware_front`).
     """
+    from dse.search.noise import noise_aware_front
     from dse.search.pareto import COMPARISONS, front, parse_where
     from dse.search.study import load_points
 
-    pts = front(load_points(study, spec), spec.directions)
+    pts = load_points(study, spec)
+    pts = noise_aware_front(pts, spec.metrics, spec.directions) if noise_aware else front(pts, spec.directions)
     rows = front_rows(spec, pts)
-    if spec.seeds > 1:
-        surrogate = {t.number: t.user_attrs.get("surrogate", {}) for t in study.get_trials(deepcopy=False)}
-        for r in rows:
-            s = surrogate.get(r["trial"], {})
-            out = {}
-            for k, v in r.items():
-                out[k] = v
-                if k in SPREAD and f"{k}_std" in s:
-                    out[f"{k}_std"] = s[f"{k}_std"]
-            r.clear()
-            r.update(out)
     names = list(dict.fromkeys(k for r in rows for k in r)) or ["trial", *metric_order(spec)]
     numeric = {k for k in names if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
                                        for r in rows)}
@@ -476,7 +468,10 @@ def display_table(spec, rows: list[dict], columns: list[str], short: bool = Fals
 def proxy_note(spec, rows: list[dict] = ()) -> str:
     """One line saying whose accuracy the accuracy figures are, and how sure they are."""
     t = spec.base.training
-    if any(k.endswith("_se") for r in rows[:1] for k in r):
+    if spec.adaptive:
+        spread = (f"means of {spec.seeds} to {spec.seeds_max} surrogate seeds from seed {spec.first_seed} (more "
+                  "near the front), ± their standard error (seeds: how many)")
+    elif any(k.endswith("_se") for r in rows[:1] for k in r):
         spread = ("± the standard error of the mean over the surrogate seeds (seeds: how many; one seed has "
                   "none)")
     elif spec.seeds > 1:

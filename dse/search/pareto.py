@@ -39,6 +39,8 @@ class Point:
     params: dict
     feasible: bool
     config: dict
+    #: the per-seed values of its seeded (accuracy) metrics, ``{"seeds": [...], metric: [...]}`` (None: none)
+    per_seed: dict | None = None
 
 
 def feasible_points(points: list[Point]) -> list[Point]:

@@ -16,6 +16,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from dse.search.noise import noise_figures
 from dse.search.pareto import Point, front, hypervolume, recent_gain
 from dse.search.runguard import derive_seed, guarded
 from dse.search.strategies import strategy_class
@@ -275,7 +276,8 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
         strat.close(interrupted)
     pts = load_points(study, spec)
     recent = recent_gain(pts, spec.directions, ref)
+    fr = front(pts, spec.directions)
     return RunResult(finished=runner.refresh()["done"], budget=budget, complete=len(pts),
-                     front=len(front(pts, spec.directions)), hypervolume=recent["hypervolume"], recent=recent,
+                     front=len(fr), hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(study),
                      exhausted=exhausted, strategy=name, **strat.figures())

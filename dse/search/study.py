@@ -41,6 +41,7 @@ from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
 from dse.search.identity import identity_change
 from dse.search.pareto import Point
+from dse.search.replication import race, start_seeds
 from dse.search.samplers import make_sampler
 from dse.search.storage import (
     SafeJournalFileBackend,
@@ -388,9 +389,15 @@ def evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
         reason = f"impossible configuration: {e}"
         trial.set_user_attr("fail_reason", reason)
         raise TrialFailed(reason) from None
-    cfg = replace(cfg, seeds=spec.seeds)  # study files have no [schedule]: the surrogate always runs
+    # study files have no [schedule]: the surrogate always runs, on the study's seeds (more near the front)
+    def at(n: int):
+        c = spec.seeded(cfg, n)
+        r = trial_record(spec, c, evaluate(c, metrics=spec.needed_metrics))
+        return r, [candidate(r, params)]
+
     try:
-        rec = trial_record(spec, cfg, evaluate(cfg, metrics=spec.needed_metrics))
+        rec, _ = race(spec, at, lambda: load_points(trial.study, spec),
+                      start_seeds(spec, cfg.training, spec.needed_metrics))
     except TrialFailed as e:
         trial.set_user_attr("fail_reason", str(e))
         raise
@@ -427,9 +434,19 @@ def trial_record(spec: StudySpec, cfg, out: dict) -> dict:
                         for r in out["models"]]}
     if out.get("surrogate") is not None:
         attrs["surrogate"] = {k: v for k, v in out["surrogate"].items() if isinstance(v, (int, float, str, bool))}
+        record = registry.seed_record(out["surrogate"])
+        if record is not None:  # the values behind the means, for the paired-seed test (dse.search.noise)
+            attrs["per_seed"] = record
     attrs["config"] = cfg.to_dict()
     return {"values": [metrics[m] for m in spec.metrics], "user_attrs": attrs,
             "constraints": [float(c.violation(metrics[c.metric])) for c in spec.constraints]}
+
+
+def candidate(rec: dict, params: dict, number: int = -1) -> Point:
+    """A trial record (:func:`trial_record`) not entered yet, as a :class:`Point` (for the replication's test)."""
+    return Point(number=number, values=tuple(float(v) for v in rec["values"]), metrics=rec["user_attrs"]["metrics"],
+                 params=dict(params), feasible=all(v <= 0 for v in rec["constraints"]), config={},
+                 per_seed=rec["user_attrs"].get("per_seed"))
 
 
 def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
@@ -443,7 +460,8 @@ def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
     else:
         feasible = all(v <= 0 for v in t.constraints.values())
     return Point(number=t.number, values=tuple(float(v) for v in t.values), metrics=metrics,
-                 params=dict(t.params), feasible=feasible, config=dict(t.user_attrs.get("config", {})))
+                 params=dict(t.params), feasible=feasible, config=dict(t.user_attrs.get("config", {})),
+                 per_seed=t.user_attrs.get("per_seed"))
 
 
 def check_cache() -> None:

@@ -6,7 +6,10 @@ name = "quickstart"         # the study's name in its storage
 sampler = "nsga2"           # nsga2 (default), nsga3, tpe, auto, random, qmc, grid
 seed = 0
 trials = 60                 # the budget: finished trials (complete or failed) the study runs to
-seeds = 1                   # surrogate seeds per training configuration (accuracy is their mean)
+seeds = 1                   # surrogate seeds per training setting (accuracy is their mean); or, adaptive:
+seeds_min = 1               #   every setting trains seeds_min seeds, and a setting whose points are on the
+seeds_max = 3               #   front or within noise of it gets more, up to seeds_max (dse.search.noise)
+first_seed = 0              # the first surrogate seed (e.g. 100: re-check a front on fresh seeds)
 population = 16             # NSGA-II/III population size (optional)
 workers = 2                 # local processes `dse run` starts by default (1; --workers overrides)
 
@@ -49,7 +52,7 @@ import numpy as np
 
 from accel import Hardware
 from accel.hardware import FIELDS as HARDWARE_FIELDS
-from dse.config.configuration import Configuration, check_scheme
+from dse.config.configuration import MAX_FIRST_SEED, MAX_SEEDS, Configuration, check_scheme
 from dse.config.parallel import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
 from dse.config.schema import check_keys, load_toml, take
 from dse.config.space import Bundle, Choice, Fixed, Range, Space
@@ -109,6 +112,7 @@ class StudySpec:
     sampler: str = "nsga2"
     seed: int = 0
     trials: int = 50
+    #: surrogate seeds every training setting trains (``seeds_min`` in the file, or ``seeds``)
     seeds: int = 1
     population: int | None = None
     strategy: str = "joint"
@@ -121,8 +125,14 @@ class StudySpec:
     path: Path | None = None
     #: the raw TOML document as read
     raw: dict = field(default_factory=dict, compare=False)
+    #: the most seeds a setting on the front (or within noise of it) gets (None: ``seeds``, no replication)
+    seeds_max: int | None = None
+    #: the first surrogate seed: a setting's seeds are first_seed, first_seed + 1, ...
+    first_seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.seeds_max is None or self.seeds_max < self.seeds:
+            object.__setattr__(self, "seeds_max", self.seeds)
         # every strategy's options, at their declared defaults unless given (a spec built in code and one read
         # from a file with the same values are equal)
         object.__setattr__(self, "options", {**{n: o.default for n, o in OPTIONS.items()}, **self.options})
@@ -152,10 +162,24 @@ class StudySpec:
         the space, the objectives, the constraints and the surrogate seeds (not the budget, the sampler or
         its seed, which a resumed run may change). Stored with the study; :func:`dse.search.study.open_study`
         refuses a file whose identity differs (:func:`dse.search.identity.identity_change` says how)."""
-        return {"strategy": self.strategy, "seeds": self.seeds, "base": self.base.to_dict(),
-                "space": {n: _knob_doc(k) for n, k in self.space},
-                "objectives": [f"{o.direction} {o.metric}" for o in self.objectives],
-                "constraints": [str(c) for c in self.constraints]}
+        out = {"strategy": self.strategy, "seeds": self.seeds, "base": self.base.to_dict(),
+               "space": {n: _knob_doc(k) for n, k in self.space},
+               "objectives": [f"{o.direction} {o.metric}" for o in self.objectives],
+               "constraints": [str(c) for c in self.constraints]}
+        if self.seeds_max != self.seeds:  # (only when set: a study made before they existed keeps its identity)
+            out["seeds_max"] = self.seeds_max
+        if self.first_seed:
+            out["first_seed"] = self.first_seed
+        return out
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether settings near the front get more seeds than the others (seeds_max > seeds_min)."""
+        return self.seeds_max > self.seeds
+
+    def seeded(self, cfg: Configuration, n: int | None = None) -> Configuration:
+        """``cfg`` on this study's surrogate seeds: ``n`` of them (default the minimum) from ``first_seed``."""
+        return replace(cfg, seeds=self.seeds if n is None else n, first_seed=self.first_seed)
 
     def configuration(self, params: dict[str, Any]) -> Configuration:
         """The configuration a trial's sampled parameters describe (ValueError if it is impossible)."""
@@ -190,6 +214,16 @@ class StudySpec:
         for k in ("trials", "seed", "workers"):
             if k in kw:
                 check_number(kw[k], f"--{k}")
+        if "first_seed" in kw and not 0 <= kw["first_seed"] <= MAX_FIRST_SEED:
+            raise UsageError(f"--first-seed: must be an integer from 0 to {MAX_FIRST_SEED}, got {kw['first_seed']}")
+        if "seeds" in kw and "seeds_max" not in kw:  # a fixed number of seeds: no replication
+            kw["seeds_max"] = kw["seeds"]
+        for k in ("seeds", "seeds_max"):
+            if k in kw and not 1 <= kw[k] <= MAX_SEEDS:
+                raise UsageError(f"--{k.replace('_', '-')}: must be an integer from 1 to {MAX_SEEDS}, got {kw[k]}")
+        if kw.get("seeds_max", self.seeds_max) < kw.get("seeds", self.seeds):
+            raise UsageError(f"--seeds-max: must be at least the minimum number of seeds "
+                             f"({kw.get('seeds', self.seeds)}), got {kw.get('seeds_max', self.seeds_max)}")
         spec = replace(self, **kw)
         if spec.sampler == "grid":
             _check_grid(spec.space)
@@ -267,8 +301,8 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     strategy = take(st, "strategy", str, "study", default="joint", choices=tuple(STRATEGIES))
     # every strategy's options are accepted (``dse run --strategy`` may pick another one than the file's)
     declared = [o for s in STRATEGIES.values() for o in s.options]
-    check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "population", "strategy", "workers",
-                    *(o.name for o in declared)}, "study")
+    check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "seeds_min", "seeds_max", "first_seed",
+                    "population", "strategy", "workers", *(o.name for o in declared)}, "study")
     default_name = path.stem if path is not None else "study"
     name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
@@ -324,6 +358,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     check_keys(hv, {o.metric for o in objectives}, "hypervolume")
     hv_ref = {k: take(hv, k, float, "hypervolume") for k in hv}
     sampler = take(st, "sampler", str, "study", default="nsga2", choices=SAMPLERS)
+    seeds_min, seeds_max = _seeds(st)
     spec = StudySpec(
         name=name,
         base=base,
@@ -333,7 +368,9 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         sampler=sampler,
         seed=take(st, "seed", int, "study", default=0, low=0),  # at most 2**32 - 1 (dse.config.values.LIMITS)
         trials=take(st, "trials", int, "study", default=50, low=1),
-        seeds=take(st, "seeds", int, "study", default=1, low=1, high=10),
+        seeds=seeds_min,
+        seeds_max=seeds_max,
+        first_seed=take(st, "first_seed", int, "study", default=0, low=0, high=MAX_FIRST_SEED),
         population=take(st, "population", int, "study", default=None, low=2),
         strategy=strategy,
         options={o.name: _option(st, o) for o in declared},
@@ -348,6 +385,21 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     if not space.searched():
         raise UsageError("space: no knob is searched; give at least one knob a list of choices or a range")
     return spec
+
+
+def _seeds(st: dict) -> tuple[int, int]:
+    """[study] seeds (a fixed number), or seeds_min and seeds_max (adaptive replication)."""
+    if "seeds" in st and ("seeds_min" in st or "seeds_max" in st):
+        raise UsageError("study.seeds: give either seeds (a fixed number of surrogate seeds per setting) or "
+                         "seeds_min and seeds_max (adaptive), not both")
+    if "seeds" in st:
+        n = take(st, "seeds", int, "study", low=1, high=MAX_SEEDS)
+        return n, n
+    lo = take(st, "seeds_min", int, "study", default=1, low=1, high=MAX_SEEDS)
+    hi = take(st, "seeds_max", int, "study", default=lo, low=1, high=MAX_SEEDS)
+    if hi < lo:
+        raise UsageError(f"study.seeds_max: must be at least seeds_min ({lo}), got {hi}")
+    return lo, hi
 
 
 def load_study(path: str | Path) -> StudySpec:

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from dse.errors import UsageError
+from dse.search.noise import noise_figures
 from dse.search.pareto import front, recent_gain
 from dse.search.runguard import drop_queued
 from dse.search.runner import BudgetTracker, ProgressFront
@@ -188,7 +189,9 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     pts = load_points(study, spec)
     b = tracker.refresh()
     recent = recent_gain(pts, spec.directions, ref)
-    return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(front(pts, spec.directions)),
-                     hypervolume=recent["hypervolume"], recent=recent, interrupted=interrupted,
+    fr = front(pts, spec.directions)
+    return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(fr),
+                     hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
+                     interrupted=interrupted,
                      storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
                      restarts=restarts)

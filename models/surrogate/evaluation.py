@@ -32,8 +32,8 @@ from models.surrogate.config import SurrogateConfig
 from models.surrogate.stats import mean, std
 from models.surrogate.tasks import cache_dir, cache_error
 
-__all__ = ["SurrogateResult", "SurrogateDiverged", "evaluate", "cached_run", "runs_per_seed", "default_jobs",
-           "CACHE_VERSION", "CONTROLS", "GAIN_KEYS"]
+__all__ = ["SurrogateResult", "SurrogateDiverged", "evaluate", "cached_run", "cached_seeds", "runs_per_seed",
+           "default_jobs", "CACHE_VERSION", "CONTROLS", "GAIN_KEYS"]
 
 #: Bump when a change to the training code changes results or the stored runs' fields, so that old cache
 #: entries are not reused. 3: the controls null_momentum and truncated, the large-batch quality probe. 4: the
@@ -416,3 +416,22 @@ def _run_parallel(cfg, cache, jobs, first, then, gen, controls, got, record) -> 
                 run, _ = f.result()
                 record(s, k, run, False)
             ready_controls()
+
+
+def cached_seeds(config: SurrogateConfig, seeds: Sequence[int], controls: Sequence[str] = CONTROLS) -> int:
+    """How many of ``seeds``, in order, have every run :func:`evaluate` (with these ``controls``) needs in the
+    cache: that many seeds cost nothing (a search reuses the seeds an earlier one added). Reads the
+    cached runs' files only."""
+    cfg = config
+    controls = tuple(c for c in CONTROLS if c in controls or c == cfg.scheme)
+    n = 0
+    for s in seeds:
+        if _load(_path("bp", _key("bp", _knobs(cfg, "bp", None), s))) is None:
+            break
+        if cfg.scheme != "bp":
+            gen = "adagp" if cfg.scheme in CONTROLS else cfg.scheme
+            main = _load(_path(gen, _key(gen, _knobs(cfg, gen, None), s)))
+            if main is None or any(_load(_path(c, _key(c, _knobs(cfg, c, main), s))) is None for c in controls):
+                break
+        n += 1
+    return n

@@ -282,7 +282,7 @@ def test_bad_configuration_file_format_and_options(tmp_path):
     bad_json.write_text("{rows: 8}")
     usage_error(tmp_path, "evaluate", bad_json, needles=("bad.json", "not valid JSON"))
     usage_error(tmp_path, "evaluate", tmp_path / "none.toml", needles=("none.toml", "no such file"))
-    usage_error(tmp_path, "evaluate", "--seeds", "0", ok, needles=("--seeds", "from 1 to 10", "0"))
+    usage_error(tmp_path, "evaluate", "--seeds", "0", ok, needles=("--seeds", "from 1 to 20", "0"))
     usage_error(tmp_path, "evaluate", "--model", "resnet51", ok, needles=("--model", "'resnet51'", "resnet50"))
 
 

@@ -37,7 +37,8 @@ def test_run_reaches_the_budget_and_records_every_metric(study_file):
     for t in done:
         m = t.user_attrs["metrics"]
         # every metric, except those of surrogate controls the study's objectives and constraints do not need
-        assert set(m) == set(registry.names()) - {"predictor_gain"}
+        assert set(m) == set(registry.names()) - {"predictor_gain"} | {"seeds"}  # one seed: no standard error
+        assert m["seeds"] == 1 and t.user_attrs["per_seed"]["seeds"] == [0]
         assert t.user_attrs["models"][0]["model"] == "resnet18"
         assert "accuracy_bp" in t.user_attrs["surrogate"]
         # one constraint, in the list format optuna-dashboard reads (Optuna names it "0")

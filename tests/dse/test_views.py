@@ -245,9 +245,9 @@ def test_pareto_table_names_units_measured_and_requested_and_the_proxy(run, smal
     assert len(r.stdout.strip().splitlines()) == 3  # header, rule, one row
 
 
-def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path, monkeypatch):
-    """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its sample std (in the
-    full table and in JSON)."""
+def test_pareto_shows_the_standard_error_with_several_seeds(run, small, tmp_path):
+    """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its standard error over
+    the seeds, and the seeds behind it are a column."""
     from dse.search.runner import run_study
     from dse.search.studyfile import load_study
 
@@ -258,7 +258,11 @@ def test_pareto_shows_the_seed_spread_with_several_seeds(run, small, tmp_path, m
     rows = json.loads(run("pareto", p, "--format", "json").stdout)
     keys = list(rows[0])
     i = keys.index("accuracy_drop")
-    assert keys[i + 1] == "accuracy_drop_std" and all(r["accuracy_drop_std"] >= 0 for r in rows)
-    monkeypatch.setenv("COLUMNS", "1000")
-    r = run("pareto", p, "--columns", "all")
-    assert "accuracy_drop_std [points]" in r.stdout.splitlines()[0] and "mean of 2 seeds" in r.stderr
+    assert keys[i + 1] == "accuracy_drop_se" and all(r["accuracy_drop_se"] >= 0 for r in rows)
+    assert all(r["seeds"] == 2 for r in rows)
+    csv = run("pareto", p, "--format", "csv").stdout.splitlines()[0].split(",")
+    assert "accuracy_drop_se" in csv and "seeds" in csv
+    r = run("pareto", p)
+    assert "±se" in r.stdout.splitlines()[0] and "means of 2 seeds" in r.stderr
+    aware = json.loads(run("pareto", p, "--format", "json", "--noise-aware").stdout)
+    assert {r["trial"] for r in aware} <= {r["trial"] for r in rows}

@@ -41,6 +41,7 @@ from dse.config.space import Bundle, Choice, Range
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
+from dse.search.replication import race, start_seeds
 from dse.search.runguard import derive_seed, owner
 from dse.search.samplers import make_sampler
 from dse.search.strategies.base import Option, Strategy
@@ -124,10 +125,11 @@ def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
 
 
 def training_config(spec: StudySpec, tparams: dict):
-    """The base configuration with the training knob values ``tparams`` (no hardware knob) and the study's
-    surrogate seeds: what the surrogate trains for one training setting."""
+    """The base configuration with the training knob values ``tparams`` (no hardware knob) on the study's
+    first ``seeds_min`` surrogate seeds: what the surrogate trains for one training setting (the
+    replication, :mod:`dse.search.replication`, may add seeds)."""
     training = {**spec.base.training.to_dict(), **spec.space.split(tparams, section="training").get("training", {})}
-    return replace(spec.base, training=SurrogateConfig.from_dict(training), seeds=spec.seeds)
+    return spec.seeded(replace(spec.base, training=SurrogateConfig.from_dict(training)))
 
 
 def violation(spec: StudySpec, metrics: dict[str, np.ndarray]) -> np.ndarray:
@@ -318,7 +320,7 @@ class Hybrid(Strategy):
         import optuna
         from optuna.trial import TrialState
 
-        from dse.search.study import TrialFailed, suggest
+        from dse.search.study import TrialFailed, load_points, suggest
 
         spec, runner = self.spec, self.runner
         ot.set_user_attr("worker", owner())
@@ -335,33 +337,56 @@ class Hybrid(Strategy):
             raise optuna.TrialPruned("claimed by another worker")
         ot.set_user_attr("trained", True)
         try:
-            cfg = training_config(spec, tparams)
+            base = training_config(spec, tparams)
             with self.guard.raising():  # a signal stops the training at once
-                # trains (or reads the cache) once for these training knobs, with the controls the metrics need
-                sur = evaluate(cfg, metrics=spec.needed_metrics)
+                # trains (or reads the cache) for these training knobs, with the controls the metrics need, on
+                # seeds_min seeds, and more while a point of the setting is on the front or within noise of it
+                (sur, gpf, keep, metrics, idx, best), n = race(
+                    spec, lambda n: self._costed(spec.seeded(base, n), ot.number),
+                    lambda: load_points(runner.study, spec),
+                    start_seeds(spec, base.training, spec.needed_metrics))
         except (ValueError, TypeError, FloatingPointError) as e:
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
             raise
-        gpf = sur["metrics"]["gp_fraction"]
-        keep, arr = self._candidates(spec.seed + ot.number)
-        if arr is None:
+        if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
             raise TrialFailed("no possible hardware point")
-        hm = hardware_metrics(cfg, arr, gpf)
-        hws = keep
-        # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
-        metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
-        idx, best = sub_front(spec, metrics, spec.front_size)
+        ot.set_user_attr("seeds", n)
         runner.refresh()
         entered = runner.tracker.keys
         fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
         new = fresh[:runner.remaining()]
-        self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number)
+        self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number, n)
         ot.set_user_attr("entered_points", self.entered)  # 0: trained, but no point of it is in the study
         if not self.entered:
             ot.set_user_attr("not_entered", "the budget was reached before its points could enter" if fresh else
                              "every point of its sub-front was in the study already")
         return best
+
+    def _costed(self, cfg, setting: int):
+        """The setting ``cfg`` (on its seeds) trained and costed on the hardware candidates: (its evaluation,
+        GP fraction, the candidates, their metrics, the indices of the points it would enter), and those
+        points as :class:`~dse.search.pareto.Point` for the replication's test."""
+        from dse.search.study import candidate
+
+        spec = self.spec
+        sur = evaluate(cfg, metrics=spec.needed_metrics)
+        gpf = sur["metrics"]["gp_fraction"]
+        keep, arr = self._candidates(spec.seed + setting)
+        if arr is None:
+            return (None, gpf, keep, {}, np.array([], int), []), []
+        hm = hardware_metrics(cfg, arr, gpf)
+        hws = keep
+        # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
+        metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
+        idx, best = sub_front(spec, metrics, spec.front_size)
+        feasible = bool(violation(spec, {m: metrics[m][idx] for m in metrics}).max() <= 0) if len(idx) else False
+        record = registry.seed_record(sur["surrogate"])
+        points = [candidate({"values": [metrics[m][i] for m in spec.metrics],
+                             "user_attrs": {"metrics": {}, "per_seed": record},
+                             "constraints": [0.0 if feasible else 1.0]}, {}, number=-1 - k)
+                  for k, i in enumerate(idx)]
+        return (sur, gpf, keep, metrics, idx, best), points
 
     def _candidates(self, seed: int) -> tuple[list[dict], HardwareArray | None]:
         """The possible hardware points to search (knob values, and their accelerators as one array); the
@@ -379,7 +404,7 @@ class Hybrid(Strategy):
             self._hw_grid = out
         return out
 
-    def _enter(self, points: list[dict], sur: dict, gpf: float, setting: int) -> int:
+    def _enter(self, points: list[dict], sur: dict, gpf: float, setting: int, seeds: int) -> int:
         """Enter ``points`` (knob values) in the main study in one batch; returns how many were admitted."""
         if not points:
             return 0
@@ -393,7 +418,7 @@ class Hybrid(Strategy):
         training = training_metrics(sur["surrogate"], gpf)
         templates = []
         for params in points:  # every point costed first, so that its trial is running for milliseconds
-            cfg = replace(spec.configuration(params), seeds=spec.seeds)
+            cfg = spec.seeded(spec.configuration(params), seeds)
             out = evaluate_hardware(cfg, gpf)  # what `dse evaluate` runs for it: exports reproduce exactly
             rec = trial_record(spec, cfg, {"metrics": {**out["metrics"], **training}, "models": out["models"],
                                            "surrogate": sur["surrogate"]})

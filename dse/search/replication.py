@@ -1,0 +1,53 @@
+"""Adaptive seed replication: seeds where they matter.
+
+A study with ``seeds_min < seeds_max`` trains ``seeds_min`` surrogate seeds for every training setting it
+samples, and, before the setting's points enter the study, adds one seed at a time, up to ``seeds_max``,
+while one of its points is on the front of the study's points so far or within noise of it (not clearly
+dominated by the paired-seed test, :mod:`dse.search.noise`) -- the racing idea for noisy objectives: the
+settings far from the front stop early, the ones that compete for it get the seeds. A point is never
+re-scored after it entered; since a point clearly dominated when it entered stays dominated by the points
+that dominated it, every point of the final front was on the front (or within noise of it) when it entered,
+and so rests on ``seeds_max`` seeds.
+
+A trial's accuracy is the mean over the seeds its setting has then, and the trial records how many
+(``seeds`` and ``<metric>_se`` among its metrics, the per-seed values as its ``per_seed`` attribute). The
+seeds are ``first_seed``, ``first_seed + 1``, ...; every run goes to the surrogate cache, so a later study (or
+a later trial of the same setting) starts from the seeds already there. The worker that claims a setting
+trains its extra seeds; an interrupted setting keeps the seeds it finished (in the cache) and is retried.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, TypeVar
+
+from dse.evaluation import metrics as registry
+from dse.search.noise import needs_seeds
+from dse.search.pareto import Point
+
+__all__ = ["start_seeds", "race"]
+
+T = TypeVar("T")
+
+
+def start_seeds(spec, training, metrics: Sequence[str]) -> int:
+    """The seeds to start a setting (surrogate knobs ``training``) with: ``seeds_min``, or as many as the
+    cache holds already, up to ``seeds_max``."""
+    if not spec.adaptive:
+        return spec.seeds
+    from models.surrogate.evaluation import cached_seeds
+
+    seeds = range(spec.first_seed, spec.first_seed + spec.seeds_max)
+    return max(spec.seeds, cached_seeds(training, seeds, registry.controls_for(metrics)))
+
+
+def race(spec, evaluate_at: Callable[[int], tuple[T, list[Point]]], points: Callable[[], list[Point]],
+         start: int) -> tuple[T, int]:
+    """Evaluate a setting on ``start`` seeds, then on one more while it needs them (its candidate points are
+    on the front of ``points()`` or within noise of it) and ``seeds_max`` allows. ``evaluate_at(n)`` returns
+    the evaluation on n seeds and the setting's candidate points; returns the last evaluation and its n."""
+    n = start
+    while True:
+        out, candidates = evaluate_at(n)
+        if n >= spec.seeds_max or not needs_seeds(candidates, points(), spec.metrics, spec.directions):
+            return out, n
+        n += 1

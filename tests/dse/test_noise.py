@@ -1,0 +1,208 @@
+"""The accuracy axis's noise: the paired-seed test, the noise-aware front, adaptive seed replication."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import optuna
+import pytest
+
+from dse.errors import UsageError
+from dse.evaluation import metrics as registry
+from dse.search.noise import Noise, clearly_dominated, needs_seeds, noise_aware_front
+from dse.search.pareto import Point, front
+from dse.search.replication import race
+from dse.search.studyfile import load_study
+from studyfiles import FAST_STUDY, edit, with_strategy, write_study
+
+METRICS = ["accuracy_drop", "speedup"]
+DIRS = ["minimize", "maximize"]
+
+
+def pt(number, drop_per_seed, speedup, seeds=None):
+    seeds = list(range(len(drop_per_seed))) if seeds is None else seeds
+    drop = float(np.mean(drop_per_seed))
+    return Point(number=number, values=(drop, speedup), metrics={"accuracy_drop": drop}, params={},
+                 feasible=True, config={}, per_seed={"seeds": seeds, "accuracy_drop": list(drop_per_seed)})
+
+
+def test_paired_standard_error_is_that_of_the_per_seed_differences():
+    a = pt(0, [1.0, 2.0, 3.0], 1.0)
+    b = pt(1, [1.5, 2.1, 3.9], 1.0)
+    adv, se = Noise([a, b], METRICS, DIRS).advantage(a, b, 0)
+    d = np.array([0.5, 0.1, 0.9])  # b's drop minus a's: a is better (lower drop) by these
+    assert adv == pytest.approx(d.mean())
+    assert se == pytest.approx(d.std(ddof=1) / math.sqrt(3))
+
+
+def test_a_lead_within_noise_is_not_distinguishable_one_beyond_it_is():
+    fast = pt(0, [1.0, 3.0, 2.0], 2.0)  # drop 2.0 at speed-up 2
+    # slower, its drop lower by 0.2 on average but by -0.8..1.2 per seed: within one standard error
+    near = pt(1, [0.2, 3.8, 1.4], 1.5)
+    plain = front([fast, near], DIRS)
+    assert {p.number for p in plain} == {0, 1}
+    assert {p.number for p in noise_aware_front([fast, near], METRICS, DIRS)} == {0}
+    # the same lead on every seed: distinguishable
+    clear = pt(2, [0.8, 2.8, 1.8], 1.5)
+    assert {p.number for p in noise_aware_front([fast, clear], METRICS, DIRS)} == {0, 2}
+
+
+def test_the_noise_aware_front_is_part_of_the_plain_front():
+    rng = np.random.default_rng(0)
+    pts = [pt(i, list(rng.normal(rng.uniform(0, 3), 0.7, size=3)), float(rng.uniform(1, 2))) for i in range(40)]
+    plain = {p.number for p in front(pts, DIRS)}
+    aware = {p.number for p in noise_aware_front(pts, METRICS, DIRS)}
+    assert aware <= plain and len(aware) < len(plain)
+
+
+def test_clearly_dominated_needs_a_margin_beyond_noise():
+    best = pt(0, [1.0, 2.0, 3.0], 2.0)
+    within = pt(1, [1.5, 1.8, 3.3], 1.5)  # worse on average and slower, but not on every seed
+    beyond = pt(2, [2.0, 3.0, 4.0], 1.5)  # worse by 1.0 on every seed
+    noise = Noise([best, within, beyond], METRICS, DIRS)
+    assert not clearly_dominated(within, [best, within, beyond], noise)
+    assert clearly_dominated(beyond, [best, within, beyond], noise)
+    # one training setting's points tie exactly in accuracy: the hardware objectives decide
+    twin = pt(3, [1.0, 2.0, 3.0], 1.0)
+    assert clearly_dominated(twin, [best, twin], Noise([best, twin], METRICS, DIRS))
+
+
+def test_one_seed_points_use_the_pooled_spread_or_stay_undecided():
+    a = pt(0, [1.0], 2.0)
+    b = pt(1, [1.2], 1.5)
+    assert not clearly_dominated(b, [a, b], Noise([a, b], METRICS, DIRS))  # no spread known: undecided
+    spread = [pt(5, [0.0, 0.1, 0.0], 0.1), pt(6, [5.0, 5.1, 5.0], 0.1)]  # a small within-setting std
+    pool = [a, b, *spread]
+    assert clearly_dominated(b, pool, Noise(pool, METRICS, DIRS))
+
+
+def test_needs_seeds_for_a_setting_on_or_near_the_front_only():
+    study = [pt(0, [1.0, 2.0, 3.0], 2.0), pt(1, [0.5, 1.5, 2.5], 1.0)]
+    assert needs_seeds([pt(-1, [5.0], 3.0)], study, METRICS, DIRS)  # the fastest: on the front
+    assert needs_seeds([pt(-1, [1.2, 2.9, 2.5], 1.5)], study, METRICS, DIRS)  # within noise
+    assert not needs_seeds([pt(-1, [4.0, 5.0, 6.0], 1.5)], study, METRICS, DIRS)  # far behind
+
+
+def test_race_adds_seeds_while_needed_and_stops_at_seeds_max():
+    spec = load_study_from(FAST_STUDY.replace("seeds = 1", "seeds_min = 1\nseeds_max = 4"))
+    calls = []
+
+    def at(n, per_seed):
+        calls.append(n)
+        return n, [Point(-1, (float(np.mean(per_seed[:n])), 1.0, 1.0), {}, {}, True, {},
+                         {"seeds": list(range(n)), "accuracy_drop": per_seed[:n]})]
+
+    study = [Point(0, (1.1, 2.0, 0.5), {}, {}, True, {}, {"seeds": [0, 1], "accuracy_drop": [1.0, 1.2]})]
+    # slower, larger, and far worse in accuracy than the study's point (by the pooled spread): one seed is enough
+    out, n = race(spec, lambda n: at(n, [9.0, 9.1, 9.0, 9.2]), lambda: study, 1)
+    assert n == 1 and calls == [1]
+    calls.clear()
+    # better in accuracy: on the front, so every seed up to seeds_max
+    out, n = race(spec, lambda n: at(n, [0.1, 0.2, 0.1, 0.3]), lambda: study, 1)
+    assert n == 4 and calls == [1, 2, 3, 4]
+    calls.clear()
+    out, n = race(spec, lambda n: at(n, [0.1, 0.2, 0.1, 0.3]), lambda: study, 4)  # 4 cached: nothing to add
+    assert n == 4 and calls == [4]
+
+
+def load_study_from(text, tmp=None):
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp())
+    return load_study(write_study(folder, text))
+
+
+@pytest.mark.parametrize("text,needle", [
+    (FAST_STUDY.replace("seeds = 1", "seeds = 1\nseeds_max = 3"), "either seeds"),
+    (FAST_STUDY.replace("seeds = 1", "seeds_min = 3\nseeds_max = 2"), "study.seeds_max"),
+    (FAST_STUDY.replace("seeds = 1", "seeds_min = 0"), "study.seeds_min"),
+    (FAST_STUDY.replace("seeds = 1", "seeds = 1\nfirst_seed = -1"), "study.first_seed"),
+])
+def test_seed_fields_are_checked(tmp_path, text, needle):
+    with pytest.raises(UsageError, match=needle):
+        load_study(write_study(tmp_path, text))
+
+
+ADAPTIVE = edit("seeds = 1", "seeds_min = 1\nseeds_max = 3")
+
+
+def _trials(path):
+    spec = load_study(path)
+    from dse.search.study import open_study
+
+    return spec, open_study(spec, create=False)
+
+
+@pytest.mark.parametrize("strategy", ["joint", "hybrid"])
+def test_every_front_point_rests_on_seeds_max_and_records_its_noise(tmp_path, strategy):
+    import dse
+    from dse.search.study import load_points
+
+    text = ADAPTIVE if strategy == "joint" else with_strategy(ADAPTIVE, "hybrid", front_size=3)
+    path = write_study(tmp_path, text.replace("trials = 12", "trials = 16"))
+    spec = load_study(path)
+    dse.run(spec, quiet=True)
+    spec, study = _trials(path)
+    pts = load_points(study, spec)
+    fr = front(pts, spec.directions)
+    assert fr and all(p.metrics["seeds"] == 3 for p in fr)
+    for p in pts:
+        n = p.metrics["seeds"]
+        rec = p.per_seed
+        assert rec["seeds"] == list(range(n)) and 1 <= n <= 3
+        assert p.metrics["accuracy_drop"] == pytest.approx(np.mean(rec["accuracy_drop"]))
+        if n >= 2:
+            se = np.std(rec["accuracy_drop"], ddof=1) / math.sqrt(n)
+            assert p.metrics["accuracy_drop_se"] == pytest.approx(se)
+            assert p.config["seeds"] == n
+        else:
+            assert "accuracy_drop_se" not in p.metrics
+    aware = noise_aware_front(pts, spec.metrics, spec.directions)
+    assert {p.number for p in aware} <= {p.number for p in fr}
+
+
+def test_extra_seeds_are_cached_and_a_later_study_starts_from_them(tmp_path, monkeypatch):
+    import dse
+    import models.surrogate.train as train
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path / "cache"))  # a cold cache of its own
+    runs = []
+    real = train.train_run
+    monkeypatch.setattr(train, "train_run", lambda cfg, kind, seed, **kw: runs.append((kind, seed)) or
+                        real(cfg, kind, seed, **kw))
+    one = write_study(tmp_path, ADAPTIVE.replace('name = "tiny"', 'name = "first"'), name="a.toml")
+    dse.run(load_study(one), quiet=True)
+    assert {s for _, s in runs} == {0, 1, 2}
+    runs.clear()
+    two = write_study(tmp_path, ADAPTIVE.replace('name = "tiny"', 'name = "second"'), name="b.toml")
+    dse.run(load_study(two), quiet=True)
+    assert runs == []  # every setting and seed came from the cache
+    spec, study = _trials(two)
+    assert any(t.user_attrs["metrics"]["seeds"] == 3 for t in study.trials if t.state.name == "COMPLETE")
+
+
+def test_first_seed_trains_fresh_seeds_and_exports_reproduce_them(tmp_path):
+    import dse
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate
+
+    path = write_study(tmp_path, edit("seeds = 1", "seeds = 2\nfirst_seed = 100"))
+    spec = load_study(path)
+    dse.run(spec, quiet=True)
+    spec, study = _trials(path)
+    t = next(t for t in study.trials if t.state.name == "COMPLETE")
+    assert t.user_attrs["per_seed"]["seeds"] == [100, 101]
+    cfg = Configuration.from_dict(t.user_attrs["config"])
+    assert cfg.seed_list == (100, 101)
+    again = evaluate(cfg, metrics=spec.needed_metrics)["metrics"]
+    assert again["accuracy_drop"] == t.user_attrs["metrics"]["accuracy_drop"]
+    assert again["accuracy_drop_se"] == t.user_attrs["metrics"]["accuracy_drop_se"]
+
+
+def test_the_seeded_metrics_are_the_accuracy_ones():
+    assert set(registry.seeded()) == {"accuracy", "accuracy_drop", "predictor_gain"}
+
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
