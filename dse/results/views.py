@@ -265,10 +265,6 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     }
 
 
-#: surrogate figures with a seed spread stored beside them (``<name>_std``, sample std over the seeds)
-SPREAD = ("accuracy", "accuracy_drop", "predictor_gain")
-
-
 def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | None = None,
                 limit: int | None = None, where: list[str] = (), noise_aware: bool = False) -> list[dict]:
     """The feasible front as rows (machine names: metrics plain, knobs ``section.field``), filtered by

@@ -245,7 +245,7 @@ def test_pareto_table_names_units_measured_and_requested_and_the_proxy(run, smal
     assert len(r.stdout.strip().splitlines()) == 3  # header, rule, one row
 
 
-def test_pareto_shows_the_standard_error_with_several_seeds(run, small, tmp_path):
+def test_pareto_shows_the_standard_error_with_several_seeds(run, small, tmp_path, monkeypatch):
     """A study with 2 surrogate seeds per setting: each accuracy figure is followed by its standard error over
     the seeds, and the seeds behind it are a column."""
     from dse.search.runner import run_study
@@ -262,7 +262,9 @@ def test_pareto_shows_the_standard_error_with_several_seeds(run, small, tmp_path
     assert all(r["seeds"] == 2 for r in rows)
     csv = run("pareto", p, "--format", "csv").stdout.splitlines()[0].split(",")
     assert "accuracy_drop_se" in csv and "seeds" in csv
+    monkeypatch.setenv("COLUMNS", "160")
     r = run("pareto", p)
-    assert "±se" in r.stdout.splitlines()[0] and "means of 2 seeds" in r.stderr
+    head = r.stdout.splitlines()[:2]
+    assert "±" in "\n".join(head) and "standard error" in r.stderr
     aware = json.loads(run("pareto", p, "--format", "json", "--noise-aware").stdout)
     assert {r["trial"] for r in aware} <= {r["trial"] for r in rows}
