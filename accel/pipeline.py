@@ -496,6 +496,8 @@ def gantt(step: PipelineStep, width: int = 96, *, until: float | None = None) ->
     if width < 10:
         raise ValueError(f"width: at least 10 columns, got {width}")
     T = (until or step.makespan) or 1.0
+    if not math.isfinite(T):
+        raise ValueError(f"makespan: a chart needs a finite time scale, got {T!r}")
     rows = [["."] * width for _ in range(step.stages)]
     for r in step.timeline:
         if r.end <= r.start:

@@ -237,6 +237,9 @@ def load_onnx(path: str | Path) -> Net:
     if shp is None or len(shp) not in (1, 2, 3):
         raise ValueError(f"{p}: input {inputs[0].name!r} needs a static shape (batch, C, H, W) or "
                          "(batch, features) or (batch, tokens, features)")
+    if min(shp) < 1:
+        raise ValueError(f"{p}: input {inputs[0].name!r} has shape {'x'.join(map(str, shp))} per sample; every "
+                         "dimension must be at least 1")
     rank = len(shp) + 1
     if rank == 4:
         x0 = Tensor(*shp, grad=False)

@@ -77,9 +77,30 @@ def _reader_gone() -> None:
     sys.exit(EXIT_OK)
 
 
+def _library_warning(category: type) -> bool:
+    """Whether a warning of ``category`` is a library's notice to programmers (Optuna's experimental-feature
+    warnings, deprecations), which a ``dse`` user cannot act on."""
+    return category.__module__.split(".")[0] == "optuna" or issubclass(category, (DeprecationWarning,
+                                                                                  FutureWarning))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and maps errors to exit codes."""
+    import warnings
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    with warnings.catch_warnings():  # restores the warning machinery when main returns (in-process callers)
+        shown = warnings.showwarning
+
+        def show(message, category, *args, **kw):  # library notices only with --debug
+            if debug or _state["debug"] or not _library_warning(category):
+                shown(message, category, *args, **kw)
+
+        warnings.showwarning = show
+        _main(argv, debug)
+
+
+def _main(argv: list[str] | None, debug: bool) -> None:
     try:
         rv = app(args=argv, prog_name="dse", standalone_mode=False)
     except SystemExit:

@@ -5,7 +5,6 @@ The lead registers it with ``app.command("layer")(layer)``; the function is plai
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,6 +12,7 @@ import numpy as np
 import typer
 
 from accel import DATAFLOW_NAMES
+from dse.config.values import json_text
 from dse.errors import UsageError
 from dse.results.formats import fmt_number, fmt_with_unit
 
@@ -148,7 +148,7 @@ def layer(
 ) -> None:
     """Cost one GEMM or convolution (or, with --topology, every layer of a network) on one systolic-array
     configuration: cycles, traffic, energy."""
-    from dse.config.values import check_number
+    from dse.config.values import LIMITS, check_number
 
     for opt, v in (("--rows", rows), ("--cols", cols), ("--ifmap-kb", ifmap_kb), ("--filter-kb", filter_kb),
                    ("--ofmap-kb", ofmap_kb), ("--bandwidth", bandwidth), ("--clock-ghz", clock_ghz),
@@ -168,6 +168,11 @@ def layer(
         _topology(topology, hw, table, batch, as_json)
         return
     mkn, desc, geo = _gemm_shape(gemm, conv, stride, pad)
+    h, w, _, _, r, s_ = conv or (1,) * 6
+    unpadded = ((h - r) // stride + 1) * ((w - s_) // stride + 1) if r <= h and s_ <= w else 0
+    if conv is not None and mkn[0] > LIMITS["conv"] >= unpadded:  # the padding alone makes the output too large
+        raise UsageError(f"--pad: {pad:,} pads the {h}x{w} input to {h + 2 * pad:,}x{w + 2 * pad:,}, an im2col "
+                         f"GEMM of M = {mkn[0]:,} rows (at most {LIMITS['conv']:,}); use a smaller --pad")
     for v in mkn:  # a convolution as its im2col GEMM
         check_number(v, "--gemm" if gemm is not None else "--conv")
     if dataflow not in DATAFLOW_NAMES + ("all",):
@@ -178,7 +183,7 @@ def layer(
                          clock_ghz=clock_ghz) for df in flows}
     results = {df: _result(desc, mkn, hw, geo, table) for df, hw in hws.items()}
     if as_json:
-        typer.echo(json.dumps(results[dataflow] if dataflow != "all" else
+        typer.echo(json_text(results[dataflow] if dataflow != "all" else
                               {"layer": desc, "dataflows": results}, indent=2))
         return
     from rich.console import Console
@@ -262,6 +267,9 @@ def topology_rows(path: Path, hw, tech=None, batch: int = 1) -> list[dict]:
         raise UsageError(f"--topology: {path}: no such file") from None
     except (OSError, ValueError) as e:
         raise UsageError(f"--topology: {e}") from None
+    from dse.config.workload import check_net
+
+    check_net(net, f"--topology {path}")  # sizes the models compute with exactly
     ops = net.training_ops(batch, word_bytes=hw.word_bytes)
     fwd = np.flatnonzero(ops.phase == "fwd")
     recs = ops.to_records()
@@ -287,7 +295,7 @@ def topology_rows(path: Path, hw, tech=None, batch: int = 1) -> list[dict]:
 def _topology(path: Path, hw, tech, batch: int, as_json: bool) -> None:
     rows = topology_rows(path, hw, tech, batch)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json_text(rows, indent=2))
         return
     from dse.cli.output import echo_table, terminal_width
     from dse.results.formats import si_scale

@@ -48,10 +48,13 @@ def models_cmd(
     convention); attention's weight-free matmuls are reported separately as matmul_macs.
     """
     from dse.config.values import check_number
+    from dse.config.workload import check_net
     from models import zoo
 
     check_number(batch, "--batch")
 
+    if dataset is not None and dataset not in DATASETS:
+        raise UsageError(f"--dataset: {dataset!r} is not a data set; choose one of {', '.join(DATASETS)}")
     formats = ("table", "json", "scalesim", "scalesim-conv")
     fmt = fmt or ("json" if json_out else "table")
     if fmt not in formats:
@@ -69,9 +72,10 @@ def models_cmd(
 
     def _build(n: str):
         try:
-            return zoo.build(n, dataset=dataset)
+            net = zoo.build(n, dataset=dataset)
         except ValueError as e:
             raise UsageError(str(e)) from None
+        return check_net(net, n)
 
     if name is None:
         if ops:

@@ -8,11 +8,11 @@ from the right (the caller names them).
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import typer
 
+from dse.config.values import json_text
 from dse.results.formats import name_pieces, wrap_name
 
 __all__ = ["echo_json", "echo_table", "fit_table", "terminal_width"]
@@ -21,7 +21,7 @@ GAP = 2
 
 
 def echo_json(obj) -> None:
-    typer.echo(json.dumps(obj, indent=2, sort_keys=False))
+    typer.echo(json_text(obj, indent=2))
 
 
 def terminal_width() -> int:

@@ -7,7 +7,6 @@ A thin layer over :mod:`accel.pipeline` and :mod:`dse.evaluation.multi_accelerat
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,6 +14,7 @@ import typer
 
 from accel import DATAFLOW_NAMES
 from accel.pipeline import SCHEDULES
+from dse.config.values import json_text
 from dse.errors import UsageError
 from models.nets.registry import DATASETS
 from models.schemes import PREDICTING
@@ -136,8 +136,21 @@ def pipeline(
     (with --tf/--tb/--tw: forward and predictor only, no backward, no backward messages; with --model: the
     scheme's own ops) and the mix."""
     from accel.pipeline import chrome_trace, gantt
+    from dse.config.outputs import check_file, writing
+    from dse.config.values import check_number
 
+    for opt, v, field in (("--stages", stages, None), ("--microbatches", microbatches, None),
+                          ("--chunks", chunks, None), ("--tf", tf, None), ("--tb", tb, None), ("--tw", tw, None),
+                          ("--comm", comm, None), ("--tp", tp, None), ("--gp-fraction", gp_fraction, None),
+                          ("--batch", batch, None), ("--rows", rows, None), ("--cols", cols, None),
+                          ("--sram-kb", sram_kb, "ifmap_kb"), ("--bandwidth", bandwidth, "bandwidth_gbps"),
+                          ("--clock-ghz", clock_ghz, None), ("--link-gbps", link_gbps, None),
+                          ("--link-latency-us", link_latency_us, None), ("--replicas", replicas, None),
+                          ("--width", width, None)):
+        check_number(v, opt, field)  # finite, and small enough that no time, count or chart size overflows
     names = _schedules(schedule, chunks)
+    if trace is not None:
+        check_file(trace, "--trace")
     if not 0.0 <= gp_fraction <= 1.0:
         raise UsageError(f"--gp-fraction: must be in [0, 1], got {gp_fraction}")
     if width and width < 10:
@@ -186,12 +199,10 @@ def pipeline(
                       f"{', '.join(map(str, mp.starts))} (imbalance {mp.imbalance:.3f}); times in ms")
         unit = "ms"
     if trace is not None:
-        try:
-            trace.write_text(json.dumps(chrome_trace(steps[0][1], time_unit=1e-3 if unit == "ms" else 1.0)))
-        except OSError as e:
-            raise UsageError(f"--trace: cannot write {trace} ({e.strerror})") from None
+        with writing(trace, "--trace") as tmp:
+            tmp.write_text(json_text(chrome_trace(steps[0][1], time_unit=1e-3 if unit == "ms" else 1.0)))
     if as_json:
-        typer.echo(json.dumps(results if len(results) > 1 else results[0], indent=2))
+        typer.echo(json_text(results if len(results) > 1 else results[0], indent=2))
         return
     typer.echo(header)
     from dse.cli.output import echo_unit_table
@@ -250,6 +261,8 @@ def _model_config(model, dataset, batch, rows, cols, dataflow, sram_kb, bandwidt
 
     w = {"models": [model], "batch": batch}
     if dataset is not None:
+        if dataset not in DATASETS:
+            raise UsageError(f"--dataset: {dataset!r} is not a data set; choose one of {', '.join(DATASETS)}")
         w["dataset"] = dataset
     workload = Workload.from_dict(w, where="--model")
     try:

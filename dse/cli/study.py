@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import sys
 import time
@@ -14,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from dse.cli.options import ACCEPT_OPT, STORAGE_OPT, STUDY_ARG, load_spec
+from dse.config.values import json_text
 from dse.errors import UsageError
 from dse.search.samplers import SAMPLERS
 from dse.search.strategies import STRATEGIES, describe_strategies
@@ -150,7 +150,7 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
 
     out = dse.open_study(spec, storage=storage).status()
     if json_out:
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json_text(out, indent=2))
         return
     for k, v in out.items():
         if k == "failures":
@@ -168,7 +168,7 @@ def _emit(rows: list[dict], fmt: str) -> None:
     from dse.cli.output import echo_table
 
     if fmt == "json":
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json_text(rows, indent=2))
     elif fmt == "csv":
         buf = io.StringIO()
         if rows:
@@ -276,15 +276,18 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     and the constraint limits; the front in parallel coordinates; energy by component for chosen points;
     hypervolume history; parameter importance per objective (for a hybrid study, over the hardware points
     it costed)."""
+    from dse.config.outputs import check_folder, writing_folder
+
     spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna and seaborn
+    folder = check_folder(out or (study_file.resolve().parent / f"{spec.name}-plots"), "--out")
     from dse.figures.plots import make_plots
     from dse.search.study import open_study
 
     study = open_study(spec, storage, create=False)
-    folder = out or (study_file.resolve().parent / f"{spec.name}-plots")
-    files = make_plots(study, spec, folder, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
+    with writing_folder(folder, "--out") as tmp:  # the figures move in once all are drawn
+        files = make_plots(study, spec, tmp, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
     for f in files:
-        typer.echo(str(f))
+        typer.echo(str(folder / f.name))
 
 
 EXPORT_FORMATS = ("toml", "json", "csv")
@@ -299,40 +302,71 @@ def export(
     where: Optional[List[str]] = typer.Option(None, "--where", metavar="'METRIC<=X'",
                                               help="With --best: a condition on another metric (repeatable)."),
     all_front: bool = typer.Option(False, "--pareto", help="Every configuration on the front."),
-    fmt: str = typer.Option("toml", "--format", "-f", help="toml (what `dse evaluate` reads), json or csv."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f",
+                                      help="toml (what `dse evaluate` reads), json or csv. Default: the format "
+                                           "--out's suffix names, else toml."),
     out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="Output file (a folder for --pareto with toml: one file per "
-                                            "trial). Default: standard output."),
+                                       help="Output file, in the format its suffix names (.toml, .json, .csv); "
+                                            "with --pareto a folder (no suffix) gets one TOML file per trial. "
+                                            "Default: standard output."),
     storage: Optional[str] = STORAGE_OPT,
 ) -> None:
     """Chosen configurations as files that `dse evaluate` accepts unchanged and reproduces exactly.
 
     Default selection: --knee.
     """
-    if fmt not in EXPORT_FORMATS:
+    if fmt is not None and fmt not in EXPORT_FORMATS:
         raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     if sum([knee, best is not None, all_front]) > 1:
         raise UsageError("export: choose one of --knee, --best METRIC, --pareto")
     if where and best is None:
         raise UsageError("--where: only with --best METRIC")
+    folder = out is not None and all_front and (out.is_dir() or not out.suffix)
+    if out is not None:
+        fmt = _export_format(out, fmt, folder)
+    fmt = fmt or "toml"
     spec = load_spec(study_file)
     import dse
+    from dse.config.outputs import writing
     from dse.results.export import render
 
     pts = dse.open_study(spec, storage=storage).select(best=best, where=where or [], pareto=all_front)
-    if out is not None and all_front and fmt == "toml":
+    if folder:
         from dse.results.export import write_folder
 
-        for path in write_folder(pts, spec, out):  # every file is written before the first name is printed
+        for path in write_folder(pts, spec, out, "--out"):  # every file is written before the first is printed
             typer.echo(str(path))
         return
     text = render(pts, fmt, spec)
     if out is None:
         sys.stdout.write(text)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        with writing(out, "--out") as tmp:
+            tmp.write_text(text, encoding="utf-8")
         typer.echo(str(out))
+
+
+def _export_format(out: Path, fmt: str | None, folder: bool) -> str:
+    """The format ``dse export --out OUT`` writes: the one OUT's suffix names (``--format``, if given, must
+    agree), TOML files for a folder; OUT checked for writing before anything is read."""
+    from dse.config.outputs import check_file, check_folder
+
+    if folder:
+        if fmt not in (None, "toml"):
+            raise UsageError(f"--format {fmt}: --out {out} is a folder (one TOML file per trial); name a file "
+                             f"ending in .{fmt} for one {fmt.upper()} file")
+        check_folder(out, "--out")
+        return "toml"
+    named = {f".{f}": f for f in EXPORT_FORMATS}.get(out.suffix.lower())
+    if named is None:
+        raise UsageError(f"--out {out}: its suffix names no format; end the name in "
+                         f"{', '.join('.' + f for f in EXPORT_FORMATS)}" + (" (or give a folder without a suffix "
+                         "with --pareto)" if not out.suffix else ""))
+    if fmt is not None and fmt != named:
+        raise UsageError(f"--format {fmt}: --out {out} names {named} by its suffix; drop --format or end the "
+                         f"name in .{fmt}")
+    check_file(out, "--out")
+    return named
 
 
 def worker(
@@ -367,6 +401,9 @@ def worker(
 
     if seed is not None and seed < 0:
         raise UsageError(f"--seed: must be an integer >= 0, got {seed}")
+    from dse.config.values import check_number
+
+    check_number(index, "--index")
     spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
     url = storage_url(spec, storage)
     hb = heartbeat if heartbeat is not None else default_heartbeat(url)

@@ -5,13 +5,13 @@ The lead registers it with ``app.command("surrogate")(surrogate)``.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from dse.config.values import json_text
 from dse.errors import UsageError
 
 __all__ = ["surrogate", "load_config", "load_configs"]
@@ -77,6 +77,10 @@ def surrogate(
     fraction, the prediction's quality and the phase timeline.
 
     Results are cached by their knobs under $DSE_CACHE_DIR (default ~/.cache/dse)."""
+    from dse.config.values import check_number
+
+    check_number(seeds, "--seeds")
+    check_number(first_seed + seeds - 1, "--first-seed", "seed")  # the last seed is a NumPy seed too
     configs = load_configs(config, task)
     if seeds < 1:
         raise UsageError(f"--seeds: an integer >= 1 (got {seeds})")
@@ -93,7 +97,7 @@ def surrogate(
     if json_out:
         both = evaluate_tasks(configs, seeds=seed_list, jobs=jobs)
         out = both.results[0].to_dict() if len(configs) == 1 else both.to_dict()
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        sys.stdout.write(json_text(out, indent=2) + "\n")
         return
 
     from rich.console import Console

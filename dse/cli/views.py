@@ -12,6 +12,7 @@ from typing import List, Optional
 import typer
 
 from dse.cli.options import STORAGE_OPT, STUDY_ARG, load_spec
+from dse.config.values import json_text
 from dse.errors import UsageError
 
 #: the commands this module adds to `dse`
@@ -59,7 +60,7 @@ def show(
     study = open_study(spec, storage, create=False)
     d = trial_detail(study, spec, trial, model=model, layers=layers)
     if fmt == "json":
-        typer.echo(json.dumps(d, indent=2, default=float))
+        typer.echo(json_text(d, indent=2, default=float))
         return
     layer_rows = [{"model": m, **r} for m, rows in d.get("layers", {}).items() for r in rows]
     if fmt == "csv":
@@ -144,8 +145,6 @@ def init(
 ) -> None:
     """Write a commented study file to start from (a copy of a preset, named after FILE); then
     `dse run FILE.toml`."""
-    from dse.search.studyfile import load_study
-
     temps = {k: v for k, v in _templates().items() if v.is_file()}  # the presets this checkout has
     if not temps:
         raise UsageError("--template: no preset found; the presets ship in the source checkout's studies/ "
@@ -155,23 +154,28 @@ def init(
     src = temps[template]
     if file.suffix != ".toml":
         raise UsageError(f"FILE: a study file ends in .toml, got {str(file)!r}")
+    import re
+    import tomllib
+
+    from dse.config.outputs import check_file, writing
+    from dse.config.values import check_name
+    from dse.search.studyfile import spec_from_dict
+
+    name = check_name(file.stem, "FILE")  # the study's name names its storage files beside it
+    check_file(file, "FILE")
     if file.exists() and not force:
         raise UsageError(f"FILE: {file} exists; choose another name or pass --force")
-    text = src.read_text()
-    import re
-
-    name = file.stem
-    text, n = re.subn(r'(?m)^(name\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{name}"', text, count=1)
-    given = str(file)  # the path as the user gave it: the commands below run from where they ran dse init
+    # the name as a TOML basic string (JSON's escaping is TOML's)
+    text = re.sub(r'(?m)^(name\s*=\s*)"[^"]*"', lambda m: m.group(1) + json.dumps(name), src.read_text(),
+                  count=1)
+    # the path as the user gave it (the commands below run from where they ran dse init); its name if the path
+    # holds a character a comment line cannot
+    given = str(file) if str(file).isprintable() else file.name
     header = (f"# Started from the {template} template by `dse init`; run it with `dse run {given}`,\n"
               f"# then `dse pareto {given}`, `dse show {given} TRIAL`, `dse report {given}`.\n")
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(header + text)
-    try:
-        load_study(file)  # the template must stay a valid study
-    except UsageError:
-        file.unlink()
-        raise
+    spec_from_dict(tomllib.loads(header + text), path=file.resolve())  # the template must stay a valid study
+    with writing(file, "FILE") as tmp:  # an existing file is replaced only by a complete, valid one
+        tmp.write_text(header + text, encoding="utf-8")
     typer.echo(str(file))
 
 
@@ -184,14 +188,17 @@ def report(
 ) -> None:
     """One self-contained HTML file to mail to a colleague: status, objectives and the hypervolume
     reference point, the figures (embedded), the front, failures, the study file, versions and git commit."""
-    if out is not None and out.suffix.lower() not in (".html", ".htm"):
-        raise UsageError(f"--out: an HTML file name ends in .html, got {str(out)!r}")
+    from dse.config.outputs import check_file
+
+    if out is not None:
+        check_file(out, "--out", suffixes=(".html", ".htm"))
     spec = load_spec(study_file)
+    path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
+    check_file(path, "--out")  # before the figures are drawn
     from dse.figures.report import build_report
     from dse.search.study import open_study
 
     study = open_study(spec, storage, create=False)
-    path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
     typer.echo(str(build_report(spec, study, path, storage=storage)))
 
 
@@ -199,7 +206,7 @@ def _emit_rows(rows: list[dict], fmt: str) -> None:
     from dse.cli.output import echo_unit_table
 
     if fmt == "json":
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json_text(rows, indent=2))
     elif fmt == "csv":
         typer.echo(_csv(rows).rstrip("\n"))
     else:
@@ -231,9 +238,11 @@ def compare(
     _check_format(fmt)
     if len(study_files) < 2:
         raise UsageError("compare: give at least two study files")
+    if plot is not None:
+        plot = _figure_path(plot, "--plot")
     specs = [load_spec(f) for f in study_files]
     if objectives:
-        objs = [m.strip() for m in objectives.split(",") if m.strip()]
+        objs = _metric_list(objectives, "--objectives")
     else:
         objs = [m for m in specs[0].metrics if all(m in s.metrics for s in specs[1:])]
     if len(objs) < 2:
@@ -248,14 +257,16 @@ def compare(
         entries.append((spec.name, spec, load_points(study, spec), ref))
     res = run_compare(entries, objs, directions)
     if plot is not None:
+        from dse.config.outputs import writing
         from dse.figures.charts import compare_figure
 
         fronts = {n: {"values": f.values} for n, f in res["fronts"].items()}
-        path = compare_figure(fronts, objs, directions, [label_of(m, d) for m, d in zip(objs, directions)],
-                              res["reference"], plot)
-        typer.echo(f"figure: {path}", err=True)
+        with writing(plot, "--plot") as tmp:
+            compare_figure(fronts, objs, directions, [label_of(m, d) for m, d in zip(objs, directions)],
+                           res["reference"], tmp)
+        typer.echo(f"figure: {plot}", err=True)
     if fmt == "json":
-        typer.echo(json.dumps({k: v for k, v in res.items() if k != "fronts"} | {
+        typer.echo(json_text({k: v for k, v in res.items() if k != "fronts"} | {
             "fronts": {n: [{"trial": p.number, **dict(zip(objs, p.values))} for p in f.points]
                        for n, f in res["fronts"].items()}}, indent=2))
         return
@@ -264,6 +275,30 @@ def compare(
         typer.echo("common hypervolume reference: " + ", ".join(f"{m}={r:.4g}" for m, r in
                                                                zip(objs, res["reference"])))
     _emit_rows(res["studies"], fmt)
+
+
+def _figure_path(path: Path, option: str) -> Path:
+    """The figure file ``path`` names (a name without a suffix gets .png, as matplotlib would), checked
+    before any work: a format matplotlib writes, a place a file can be written."""
+    from dse.config.outputs import check_file
+    from dse.figures.charts import figure_suffixes
+
+    return check_file(path, option, suffixes=figure_suffixes(), default=".png")
+
+
+def _metric_list(text: str, option: str) -> list[str]:
+    """Comma-separated metric names: each registered, none twice."""
+    from dse.evaluation import metrics as registry
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    known = [m.name for m in registry.all_metrics()]
+    for m in names:
+        if m not in known:
+            raise UsageError(f"{option}: {m!r} is not a metric; choose from {', '.join(known)}")
+    dup = next((m for i, m in enumerate(names) if m in names[:i]), None)
+    if dup is not None:
+        raise UsageError(f"{option}: {dup!r} is named twice; name each metric once")
+    return names
 
 
 def _reference_for(spec, objs: list[str], ref_all: dict) -> list[float]:
@@ -299,6 +334,8 @@ def sweep(
     from dse.results.views import label_of
 
     _check_format(fmt)
+    if plot is not None:
+        plot = _figure_path(plot, "--plot")
     knobs = [parse_knob(k) for k in knob]
     cfg = load_configuration(config)
 
@@ -312,6 +349,9 @@ def sweep(
 
         names = [k for k in rows[0] if "." in k]
         metrics = [m for m in rows[0] if m not in names]
-        sweep_figure(rows, names, metrics, {m: label_of(m) for m in metrics}, plot)
+        from dse.config.outputs import writing
+
+        with writing(plot, "--plot") as tmp:
+            sweep_figure(rows, names, metrics, {m: label_of(m) for m in metrics}, tmp)
         typer.echo(f"figure: {plot}", err=True)
     _emit_rows(rows, fmt)

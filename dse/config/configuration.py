@@ -24,6 +24,7 @@ from typing import Any
 from accel import Hardware
 from dse.config.parallel import ParallelConfig, microbatch_size
 from dse.config.schema import check_keys, load_toml, take
+from dse.config.values import check_document
 from dse.config.workload import Workload
 from dse.errors import UsageError
 from models.schemes import check_complete
@@ -132,14 +133,19 @@ def load_configuration(path: str | Path) -> Configuration:
     if p.suffix.lower() == ".json":
         import json
 
+        if p.is_dir() or not p.is_file():
+            raise UsageError(f"{p}: {'is a folder' if p.is_dir() else 'no such file'}; expected a JSON file")
         try:
-            doc = json.loads(p.read_text())
+            doc = json.loads(p.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
         except OSError as e:
             raise UsageError(f"{p}: cannot be read ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{p}: not a UTF-8 text file (expected JSON)") from None
         except json.JSONDecodeError as e:
             raise UsageError(f"{p}: not valid JSON: {e}") from None
         if not isinstance(doc, dict):
             raise UsageError(f"{p}: expected one configuration (a JSON object)")
+        check_document(doc)  # every number finite and in range, as in a TOML file
         return Configuration.from_dict(_not_a_study(doc, p), base=p.parent)
     return Configuration.from_dict(_not_a_study(load_toml(p), p), base=p.parent)
 

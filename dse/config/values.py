@@ -7,6 +7,8 @@ upper bound that keeps the products the models form (MACs, bytes, cycles) inside
 and the rules that tie fields together stay with the model that owns the field (e.g. ``accel.Hardware``).
 :func:`check_document` applies it to every number of a parsed TOML document, naming the dotted field.
 :func:`check_name` checks a study name (it names files beside the study file).
+:func:`json_text` is the one way ``dse`` writes JSON: standard JSON, a non-finite number written as ``null``
+(never ``NaN`` or ``Infinity``, which JSON does not have).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 
 from dse.errors import UsageError
 
-__all__ = ["check_number", "check_document", "check_name", "LIMITS", "MAX_EXACT_INT", "MAX_FLOAT"]
+__all__ = ["check_number", "check_document", "check_name", "finite", "json_text", "LIMITS", "MAX_EXACT_INT",
+           "MAX_FLOAT"]
 
 #: the largest integer magnitude any input may hold (exactly representable in a float64)
 MAX_EXACT_INT = 2**53
@@ -35,9 +38,16 @@ LIMITS: dict[str, float] = {
     # the workload (dse.config.workload.Workload)
     "batch": 2**20, "dataset_size": 2**40, "epochs": 10**6,
     # a study
-    "seed": 2**32 - 1, "trials": 10**7, "population": 10**6, "index": 10**6,
+    "seed": 2**32 - 1, "seeds": 10**4, "trials": 10**7, "population": 10**6, "index": 10**6,
     # one layer (dse layer): GEMM dimensions M, K, N (a convolution is checked as its im2col GEMM)
-    "gemm": 2**20, "conv": 2**20, "stride": 2**20,
+    "gemm": 2**20, "conv": 2**20, "stride": 2**20, "pad": 2**20,
+    # several accelerators ([parallel], dse pipeline): at most accel.pipeline.MAX_OPS forwards per step
+    "stages": 10**6, "microbatches": 10**6, "chunks": 10**6, "replicas": 10**6,
+    # dse pipeline's ASCII Gantt chart: columns
+    "width": 10**4,
+    # a network (zoo model, SCALE-Sim topology, ONNX model), per sample: elements of one activation, weights,
+    # multiply-accumulates (times a batch of at most 2**20, still inside 64-bit integers)
+    "tensor_elems": 2**32, "params": 2**40, "macs": 2**43,
 }
 
 _NAME = re.compile(r"\w[\w .+-]{0,119}")
@@ -72,7 +82,7 @@ def check_number(value: Any, name: str, field: str | None = None) -> Any:
     if isinstance(value, int) and abs(value) > MAX_EXACT_INT and (top is None or top > MAX_EXACT_INT):
         raise UsageError(f"{name}: {value} is too large; at most {MAX_EXACT_INT:,} in magnitude")
     if top is not None and value > top:
-        shown = f"{top:,}" if float(top).is_integer() else f"{top:g}"
+        shown = f"{int(top):,}" if float(top).is_integer() else f"{top:g}"
         raise UsageError(f"{name}: must be at most {shown}, got {value:g}" if isinstance(value, float)
                          else f"{name}: must be at most {shown}, got {value:,}")
     if isinstance(value, float) and abs(value) > MAX_FLOAT:
@@ -99,3 +109,24 @@ def check_name(name: str, where: str) -> str:
         raise UsageError(f"{where}: {name!r} is not a name; use letters, digits, spaces and _ . + - (at most 120, "
                          "not starting with . or holding ..): it names the storage files beside the study file")
     return name
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` (nested dicts, lists, tuples of plain values and NumPy scalars) with every non-finite float
+    replaced by None and NumPy scalars made Python numbers."""
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "item") and hasattr(obj, "dtype") and getattr(obj, "ndim", 1) == 0:  # a NumPy scalar
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def json_text(obj: Any, **kw) -> str:
+    """``json.dumps`` of :func:`finite` ``(obj)``: standard JSON, whatever numbers ``obj`` holds."""
+    import json
+
+    return json.dumps(finite(obj), allow_nan=False, **kw)

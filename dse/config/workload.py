@@ -6,9 +6,10 @@ import math
 from dataclasses import dataclass, field
 
 from dse.config.schema import check_keys, take
+from dse.config.values import LIMITS, check_number
 from dse.errors import UsageError
 
-__all__ = ["Workload"]
+__all__ = ["Workload", "check_net"]
 
 _OPTIMIZERS = ("sgd", "sgd_momentum", "adam")
 
@@ -98,9 +99,10 @@ class Workload:
         )
         for m in w.models:  # fail early, with the builder's message, on arguments it rejects
             try:
-                w.net(m)
+                net = w.net(m)
             except (TypeError, ValueError, RecursionError) as e:
                 raise UsageError(f"{where}: model {m}: {e}") from None
+            check_net(net, f"{where}: model {m}")
         return w
 
     def net(self, model: str):
@@ -109,3 +111,19 @@ class Workload:
         if importers.is_file_model(model):
             return zoo.build(model, **self.model_args.get(model, {}))
         return zoo.build(model, dataset=self.dataset, **self.model_args.get(model, {}))
+
+
+def check_net(net, where: str):
+    """``net`` (a :class:`models.graph.Net`) if its sizes are ones the models compute with exactly: every
+    activation at most ``LIMITS["tensor_elems"]`` elements per sample, its weights and multiply-accumulates
+    within theirs (:mod:`dse.config.values`); else a one-line UsageError naming ``where`` and the layer. A
+    workload file (a SCALE-Sim topology, an ONNX model) can hold any integer: this is where it is bounded."""
+    for layer in net.layers:
+        for side, shape in (("input", layer.inp), ("output", layer.out)):
+            elems = math.prod(shape)
+            if elems > LIMITS["tensor_elems"]:
+                raise UsageError(f"{where}: layer {layer.name}: its {side} {'x'.join(map(str, shape))} has "
+                                 f"{elems:.3g} elements per sample; at most {LIMITS['tensor_elems']:,}")
+    check_number(net.params, f"{where}: weights", "params")
+    check_number(net.macs + net.matmul_macs, f"{where}: multiply-accumulates per sample", "macs")
+    return net

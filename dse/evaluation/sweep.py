@@ -13,6 +13,7 @@ import re
 from typing import Any, Callable
 
 from dse.config.configuration import Configuration
+from dse.config.values import check_number
 from dse.errors import UsageError
 from dse.evaluation.evaluator import evaluate
 
@@ -44,7 +45,7 @@ def parse_knob(text: str) -> tuple[str, str, list]:
     section, name, vals = m.group(1), m.group(2), m.group(3)
     if section not in SECTIONS:
         raise UsageError(f"--knob: {section!r} is not a section; choose one of {', '.join(SECTIONS)}")
-    values = [_value(v) for v in vals.split(",") if v.strip()]
+    values = [check_number(_value(v), f"--knob {section}.{name}", name) for v in vals.split(",") if v.strip()]
     if not values:
         raise UsageError(f"--knob {section}.{name}: give at least one value")
     if len(set(map(str, values))) != len(values):

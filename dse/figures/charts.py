@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["colours", "method_colours", "METHODS", "nondominated_2d", "staircase", "compare_figure", "sweep_figure"]
+__all__ = ["colours", "method_colours", "METHODS", "nondominated_2d", "staircase", "figure_suffixes", "compare_figure",
+           "sweep_figure"]
 
 
 def colours(names: list[str]) -> dict[str, str]:
@@ -90,6 +91,21 @@ def _mark_reference(ax, rx: float, ry: float) -> None:
     ax.set_ylim(y0, y1)
 
 
+def _finite_or_nan(v) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return np.nan
+    return v if np.isfinite(v) else np.nan
+
+
+def figure_suffixes() -> tuple[str, ...]:
+    """The file suffixes matplotlib writes a figure as (``.png``, ``.svg``, ``.pdf``, ...), ``.png`` first."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return (".png", *sorted(f".{k}" for k in FigureCanvasBase.get_supported_filetypes() if k != "png"))
+
+
 def compare_figure(fronts: dict[str, dict], objectives: list[str], directions: list[str], labels: list[str],
                    reference: list[float], out: Path) -> Path:
     """Each pair of objectives: every study's front points and its 2-D staircase, one colour per study,
@@ -107,6 +123,7 @@ def compare_figure(fronts: dict[str, dict], objectives: list[str], directions: l
     for ax, (i, j) in zip(axes.flat, pairs):
         for name, fr in fronts.items():
             v = np.asarray(fr["values"], dtype=float).reshape(-1, len(objectives))
+            v = v[np.isfinite(v).all(axis=1)]  # a non-finite value is not drawn
             ax.scatter(v[:, i], v[:, j], s=22, color=col[name], alpha=0.75, label=f"{name} ({len(v)} points)")
             staircase(ax, v[:, i], v[:, j], directions[i], directions[j], color=col[name], lw=1.2, alpha=0.9)
         _mark_reference(ax, reference[i], reference[j])
@@ -120,7 +137,6 @@ def compare_figure(fronts: dict[str, dict], objectives: list[str], directions: l
     fig.suptitle("fronts overlaid (each study's Pareto-optimal feasible trials; lines: the 2-D front of each "
                  "pair)", fontsize=10, y=1.04)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return out
@@ -154,7 +170,7 @@ def sweep_figure(rows: list[dict], knobs: list[str], metrics: list[str], labels:
         for s in series:
             sel = [r for r in rows if s is None or r[knobs[1]] == s]
             x = [r[knobs[0]] if numeric else xs_all.index(r[knobs[0]]) for r in sel]
-            y = [r.get(m, np.nan) for r in sel]
+            y = [_finite_or_nan(r.get(m)) for r in sel]  # a gap where a value is missing or not finite
             ax.plot(x, y, marker="o", color=col[str(s)], label=None if s is None else f"{knobs[1]}={s}")
         if not numeric:
             ax.set_xticks(range(len(xs_all)), [str(v) for v in xs_all], rotation=30, fontsize=8)
@@ -173,7 +189,6 @@ def sweep_figure(rows: list[dict], knobs: list[str], metrics: list[str], labels:
             f"{m} = {rows[0][m]:.4g}" if isinstance(rows[0].get(m), float) else m for m in constant),
             ha="center", va="top", fontsize=9)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return out

@@ -126,8 +126,10 @@ def _img(path: Path, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
-    """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``."""
+def build_report(spec, study, out: Path, *, storage: str | None = None, option: str = "--out") -> Path:
+    """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``. A path that
+    cannot be written is a one-line UsageError naming ``option`` (:mod:`dse.config.outputs`)."""
+    from dse.config.outputs import writing
     from dse.figures.plots import make_plots
     from dse.results.views import (
         front_rows,
@@ -218,8 +220,6 @@ def build_report(spec, study, out: Path, *, storage: str | None = None) -> Path:
            f"<style>{_CSS}</style></head><body>\n" + "\n".join(parts) + f"\n<script>{_SORT_JS}</script>"
            "\n</body></html>\n")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out.with_name(f".{out.name}.tmp")
-    tmp_out.write_text(doc, encoding="utf-8")
-    tmp_out.replace(out)
+    with writing(out, option) as tmp:  # all or nothing; an existing report is replaced only by a whole one
+        tmp.write_text(doc, encoding="utf-8")
     return out

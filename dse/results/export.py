@@ -14,6 +14,7 @@ import json
 import math
 from pathlib import Path
 
+from dse.config.values import json_text
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.search.pareto import Point, best as best_point, front, knee, parse_where
@@ -82,7 +83,9 @@ def to_toml(doc: dict, prefix: str = "") -> str:
 def _document(p: Point, spec: StudySpec) -> dict:
     doc = dict(p.config)
     doc["meta"] = {"study": spec.name, "trial": p.number, "feasible": p.feasible,
-                   "metrics": {k: v for k, v in p.metrics.items()}}
+                   # a non-finite figure (none is expected) is left out: `dse evaluate` refuses NaN and inf
+                   "metrics": {k: v for k, v in p.metrics.items()
+                               if not (isinstance(v, float) and not math.isfinite(v))}}
     return doc
 
 
@@ -95,7 +98,7 @@ def render(points: list[Point], fmt: str, spec: StudySpec) -> str:
             + to_toml(_document(points[0], spec)) + "\n"
     if fmt == "json":
         docs = [_document(p, spec) for p in points]
-        return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2) + "\n"
+        return json_text(docs[0] if len(docs) == 1 else docs, indent=2) + "\n"
     rows = []
     for p in points:
         r = {"trial": p.number}
@@ -110,30 +113,20 @@ def render(points: list[Point], fmt: str, spec: StudySpec) -> str:
     return buf.getvalue()
 
 
-def write_folder(points: list[Point], spec: StudySpec, out: Path) -> list[Path]:
+def write_folder(points: list[Point], spec: StudySpec, out: Path, option: str = "--out") -> list[Path]:
     """One TOML file per point in folder ``out`` (``<study>-trial<N>.toml``), written all or nothing.
 
     The files are written into a temporary folder beside ``out`` and moved in only once all exist, so an
-    interrupted export (Ctrl-C, a full disk, a reader closing the pipe) leaves no partial folder behind.
+    interrupted export (Ctrl-C, a full disk, a reader closing the pipe) leaves no partial folder behind; a
+    folder that cannot be written is a one-line UsageError naming ``option`` (:mod:`dse.config.outputs`).
     """
-    import os
-    import shutil
-    import tempfile
+    from dse.config.outputs import writing_folder
 
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        names = []
+    names = []
+    with writing_folder(out, option) as tmp:
         for p in points:
             name = f"{spec.name}-trial{p.number}.toml"
             (tmp / name).write_text(render([p], "toml", spec))
             names.append(name)
-        if not out.exists():
-            tmp.rename(out)
-        else:
-            for name in names:
-                os.replace(tmp / name, out / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return [out / n for n in names]

@@ -20,7 +20,6 @@ copies readable, and storage faults (disk full, read-only, permission) named for
 from __future__ import annotations
 
 import atexit
-import errno
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
+from dse.config.outputs import ERRNO_FAULTS, fault_reason, folder_fault
 from dse.errors import UsageError
 
 __all__ = ["mask_url", "normalize_url", "url_path", "secrets_of", "SafeJournalFileBackend", "repair_journal",
@@ -152,14 +152,6 @@ def url_path(url: str) -> Path | None:
 
 
 # -- faults ------------------------------------------------------------------------------------------------
-_ERRNO_FAULTS = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is exceeded",
-    errno.EFBIG: "the file size limit is reached",
-    errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-}
 _MESSAGE_FAULTS = (
     ("database or disk is full", "the disk is full"),
     ("no space left on device", "the disk is full"),
@@ -234,8 +226,8 @@ def fault_of(exc: BaseException, path: Path | None = None) -> str | None:
     """
     generic = False
     for e in _chain(exc):
-        if isinstance(e, OSError) and e.errno in _ERRNO_FAULTS:
-            return _ERRNO_FAULTS[e.errno]
+        if isinstance(e, OSError) and e.errno in ERRNO_FAULTS:
+            return ERRNO_FAULTS[e.errno]
         msg = str(e).lower()
         for needle, what in _MESSAGE_FAULTS:
             if needle in msg:
@@ -260,17 +252,17 @@ def storage_fault(exc: BaseException, url: str) -> StorageFault | None:
 
 
 def check_writable_dir(folder: Path, what: str, hint: str) -> None:
-    """UsageError naming ``folder`` unless it is (or can be made) a folder this process can write into."""
+    """UsageError naming ``folder`` unless it is (or can be made) a folder this process can write into (the
+    same judgement as every output folder: :func:`dse.config.outputs.folder_fault`); makes it."""
     folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".dse-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        why = _ERRNO_FAULTS.get(e.errno) or ("it is not a folder" if e.errno in (errno.ENOTDIR, errno.EEXIST)
-                                             else e.strerror or type(e).__name__)
-        raise UsageError(f"{what} {folder}: cannot be used ({why}); {hint}") from None
+    why = folder_fault(folder)
+    if why is None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            why = fault_reason(e, folder)
+    if why:
+        raise UsageError(f"{what} {folder}: cannot be used ({why}); {hint}")
 
 
 # -- journal files -----------------------------------------------------------------------------------------

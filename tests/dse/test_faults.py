@@ -35,6 +35,7 @@ from optuna.trial import TrialState
 from dse.search.runner import run_study as run
 from dse.search.study import budget_state, open_study
 from dse.search.studyfile import load_study
+from readonly import read_only
 from studyfiles import FAST_STUDY, edit, with_strategy
 
 
@@ -550,35 +551,12 @@ def test_a_raw_at_in_a_password_reaches_the_driver_whole():
 
 
 # == read-only ==========================================================================================
-@contextlib.contextmanager
-def _read_only(src: Path, dst: Path):
-    """``dst``: a read-only view of ``src`` (a read-only bind mount as root; file modes otherwise)."""
-    dst.mkdir()
-    if os.geteuid() == 0:
-        r = subprocess.run(["mount", "--bind", str(src), str(dst)], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot bind-mount here: {r.stderr.strip()}")
-        try:
-            subprocess.run(["mount", "-o", "remount,bind,ro", str(dst)], check=True, capture_output=True)
-            yield dst
-        finally:
-            subprocess.run(["umount", "-l", str(dst)], capture_output=True)
-    else:
-        dst.rmdir()
-        shutil.copytree(src, dst)
-        for p in [dst, *dst.iterdir()]:
-            p.chmod(0o555 if p.is_dir() else 0o444)
-        try:
-            yield dst
-        finally:
-            dst.chmod(0o755)
-
-
 def test_status_pareto_export_read_a_study_on_a_read_only_file_system(tmp_path):
     f = _study(tmp_path / "study")
     r = dse("run", f, "-q", "--trials", 3)
     assert r.returncode == 0, r.stderr
-    with _read_only(tmp_path / "study", tmp_path / "ro") as ro:
+    ro = tmp_path / "ro"
+    with read_only(tmp_path / "study", ro):
         before = sorted(os.listdir(ro))
         s = dse("status", ro / "tiny.toml", "--json")
         assert s.returncode == 0, s.stderr
