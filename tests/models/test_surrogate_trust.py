@@ -245,6 +245,10 @@ def test_dse_surrogate_json_reports_each_task_and_their_rank_agreement(tmp_path,
                                                                            "truncated"]
     assert pair["spearman"] is None or -1 <= pair["spearman"] <= 1
     assert d["accuracy_drop_worst"] == max(t["accuracy_drop"] for t in d["tasks"].values())
+    table = CliRunner().invoke(app, ["surrogate", str(toml), "--seeds", "2", "--jobs", "1"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "proxy digits / cnn, 1 epochs" in table.output and "proxy mnist1d / cnn, 1 epochs" in table.output
+    assert "rank agreement digits / mnist1d over adagp, null, null_momentum, truncated" in table.output
     from dse.errors import UsageError
 
     bad = CliRunner().invoke(app, ["surrogate", "--task", "cifar", "--json"])
