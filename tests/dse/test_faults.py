@@ -385,12 +385,14 @@ def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
     f = _study(tmp_path)
     spec = load_study(f)
     run(spec, storage=f"sqlite:///{tmp_path / 'warm.db'}", trials=2)  # the surrogate cache holds both settings
+    err = open(tmp_path / "parent.err", "w+")
+    # PYTHONFAULTHANDLER: if the workers never start, SIGABRT makes the parent print where it is stuck
     p = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(f), "--workers", "2", "-q", "--trials", "2000"],
-                         env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         env=_env(PYTHONFAULTHANDLER="1"), stdout=subprocess.DEVNULL, stderr=err)
     url = f"journal:///{tmp_path / 'tiny.journal'}"
     pids: set[int] = set()
     t0 = time.time()
-    while time.time() - t0 < 120 and len(pids) < 2:
+    while time.time() - t0 < 120 and len(pids) < 2 and p.poll() is None:
         try:
             st = open_study(spec, url, create=False)
             pids = {int(t.user_attrs["worker"].split(":")[1]) for t in st.get_trials(deepcopy=False)
@@ -398,7 +400,13 @@ def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
         except Exception:  # not created yet
             pass
         time.sleep(0.2)
-    assert pids, "no worker started a trial"
+    if not pids or p.poll() is not None:  # the workers never ran: say why (the parent's exit or its stacks)
+        if p.poll() is None:
+            p.send_signal(signal.SIGABRT)
+            p.wait(timeout=60)
+        err.seek(0)
+        pytest.fail(f"no worker started a trial in {time.time() - t0:.0f} s; the parent (exit {p.returncode}) "
+                    f"wrote: {err.read()[-6000:]}")
     p.kill()
     p.wait()
     try:
@@ -410,6 +418,7 @@ def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
         for q in pids:
             if _alive(q):
                 os.kill(q, signal.SIGKILL)
+    err.close()
     st = open_study(spec, url, create=False)
     assert not st.get_trials(states=(TrialState.RUNNING,))  # each worker recorded its trial as interrupted
 
