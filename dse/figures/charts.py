@@ -343,13 +343,11 @@ def parallel_front(spec, front_pts, label, colour_by: int = 0):
             z[:, i] = [levels.index(str(v)) / max(len(levels) - 1, 1) for v in vals]
             ends.append(("", ""))
     fig, ax = plt.subplots(figsize=(max(6.5, 1.15 * len(cols) + 1.5), 4.8))
-    key = z[:, colour_by]
     raw = np.array([r[spec.metrics[colour_by]] for r in rows], dtype=float)
     norm = mpl.colors.Normalize(raw.min(), raw.max() if raw.max() > raw.min() else raw.min() + 1)
     cmap = mpl.colormaps["viridis"]
     for r, k in zip(z, raw):
         ax.plot(range(len(cols)), r, color=cmap(norm(k)), alpha=0.6, lw=1.0)
-    del key
     for i in range(len(cols)):
         ax.axvline(i, color="#555", lw=0.6)
         if i in cats:
