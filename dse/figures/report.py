@@ -98,15 +98,16 @@ document.querySelectorAll('table.sortable').forEach(function (t) {
 """
 
 
-def _front_table(spec, rows: list[dict], columns: list[str]) -> str:
-    """A front as a sortable table: the printed table's headers and cells (units, SI prefixes), each cell's
-    raw value in ``data-v`` for sorting."""
+def _front_table(spec, rows: list[dict], columns: list[str], short: bool = False) -> str:
+    """A front as a sortable table: the printed table's headers and cells (units, SI prefixes; ``short``:
+    knobs by field name, the full name in the header's tooltip), each cell's raw value in ``data-v`` for
+    sorting."""
     from dse.results.formats import is_missing
     from dse.results.views import display_table
 
     if not rows:
         return _table([])
-    headers, cells, numeric = display_table(spec, rows, columns)
+    headers, cells, numeric = display_table(spec, rows, columns, short)
     head = "".join(f'<th class="{"" if n else "t"}" title="{html.escape(c)}">{html.escape(h)}</th>'
                    for c, h, n in zip(columns, headers, numeric))
     body = []
@@ -191,10 +192,11 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
     parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
     rows = front_rows(spec, f)
     shown, left = table_columns(spec, rows) if rows else ([], {"constant": {}, "empty": [], "other": []})
-    parts.append(_front_table(spec, rows, shown))
+    parts.append(_front_table(spec, rows, shown, short=True))
     note = left_out_note(left).replace("--columns all shows every column", "the full table below has them")
     parts.append(f'<p class="note">The objectives, constraint metrics and knobs that vary on the front; click a '
-                 f"header to sort. {html.escape(note + '. ' if note else '')}"
+                 "header to sort (a knob by its field name; hover for the full one). "
+                 f"{html.escape(note + '. ' if note else '')}"
                  f"{html.escape(proxy_note(spec, rows))}</p>")
     if rows:
         parts.append(f"<details><summary>The full table: every metric and knob ({len(rows[0])} columns)"
