@@ -155,7 +155,7 @@ def test_cli_pipeline_from_a_model():
     (["--model", "resnet18", "--tf", "1"], "--tf: give either --model"),
     (["--model", "resnet18", "--dataset", "cifar10", "-m", "3", "--batch", "32"], "--microbatches: batch 32"),
     (["--model", "nosuch"], "unknown model 'nosuch'"),
-    (["--tf", "nan", "--tb", "1", "--tw", "1"], "--tf: must be a finite time"),
+    (["--tf", "nan", "--tb", "1", "--tw", "1"], "--tf: must be a finite number, got nan"),
     (["--tf", "1", "--tb", "1", "--tw", "1", "-p", "1000", "-m", "100000"], "--microbatches: 1000 stages"),
 ])
 def test_cli_pipeline_bad_input_is_one_line_exit_2(args, match):
