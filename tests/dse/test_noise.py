@@ -206,3 +206,43 @@ def test_the_seeded_metrics_are_the_accuracy_ones():
 
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_workers_share_a_setting_and_its_extra_seeds_once(tmp_path):
+    """Two worker processes on one journal: every setting is trained by one of them (its outer trial claims it,
+    extra seeds included), and every front point rests on seeds_max seeds."""
+    import dse
+    from dse.search.study import load_points, open_study, storage_url
+
+    text = with_strategy(ADAPTIVE, "hybrid", front_size=3).replace("pred_width = [8, 32]",
+                                                                    "pred_width = [8, 32]\ngp_fraction = [0.2, 0.5]")
+    path = write_study(tmp_path, text.replace("trials = 12", "trials = 10"))
+    spec = load_study(path)
+    res = dse.run(spec, workers=2, quiet=True)
+    assert res["finished"] == 10 and not res["worker_errors"]
+    url = storage_url(spec, None, journal=True)
+    study = open_study(spec, url, create=False)
+    fr = front(load_points(study, spec), spec.directions)
+    assert fr and all(p.metrics["seeds"] == 3 for p in fr)
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=study._storage)
+    trained = [tuple(sorted(t.params.items())) for t in outer.trials if t.user_attrs.get("trained")]
+    assert len(trained) == len(set(trained))  # no setting trained twice
+    assert all(t.user_attrs.get("seeds") in (1, 2, 3) for t in outer.trials if t.state.name == "COMPLETE"
+               and t.user_attrs.get("trained"))
+
+
+def test_a_setting_resumes_from_the_seeds_in_the_cache(tmp_path, monkeypatch):
+    """An interrupted setting keeps the seeds it finished: the next attempt starts from them."""
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path / "cache"))
+    from dse.evaluation.evaluator import evaluate
+    from dse.search.replication import start_seeds
+
+    spec = load_study(write_study(tmp_path, ADAPTIVE))
+    from dse.search.strategies.hybrid import training_config
+
+    cfg = training_config(spec, {"training.pred_width": 8})
+    assert start_seeds(spec, cfg.training, spec.needed_metrics) == 1
+    evaluate(spec.seeded(cfg, 2), metrics=spec.needed_metrics)  # two seeds trained, then "interrupted"
+    assert start_seeds(spec, cfg.training, spec.needed_metrics) == 2
+    fixed = spec.with_overrides(seeds=1)  # a fixed number of seeds ignores the cache's extra ones
+    assert start_seeds(fixed, cfg.training, fixed.needed_metrics) == 1
