@@ -7,9 +7,10 @@ For each seeding it runs ``dse run`` (the file's workers) in a scratch folder an
 surrogate runs trained, the front's size, the seeds its points rest on and how many are distinguishable (the
 noise-aware front, dse.search.noise); then the ratio of the wall times (the target: at most 1.5).
 
-``--reproducibility`` also runs each seeding on disjoint surrogate seeds (``first_seed`` 0 and 100) and prints,
-for each, the share of the training settings on one run's noise-aware front that are on the other's (both
-directions and their mean): how much of a front's choice of training settings survives a change of seeds.
+``--reproducibility`` also runs each seeding in one worker on disjoint surrogate seeds (``first_seed`` 0 and
+100) and prints, for each, the share of the training settings on one run's noise-aware front that are on the
+other's (both directions, over every setting and over those both runs trained): how much of a front's choice
+of training settings survives a change of seeds. ``--no-timing`` skips the timed pair.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def variant(text: str, name: str, *, adaptive: bool, first_seed: int) -> str:
     return text.replace("[study]\n", f"[study]\n{seeding}first_seed = {first_seed}\n", 1)
 
 
-def run(text: str, folder: Path) -> dict:
-    """``dse run`` of ``text`` in ``folder`` with a cold cache of its own; its figures."""
+def run(text: str, folder: Path, workers: int | None = None) -> dict:
+    """``dse run`` of ``text`` in ``folder`` with a cold cache of its own (``workers``: the file's unless given);
+    its figures."""
     import optuna
 
     from dse.search.noise import noise_aware_front
@@ -49,7 +51,8 @@ def run(text: str, folder: Path) -> dict:
     path.write_text(text)
     env = {**os.environ, "DSE_CACHE_DIR": str(folder / "cache")}
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "dse.cli", "run", str(path)], env=env, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "dse.cli", "run", str(path)] + ([] if workers is None else ["--workers", str(workers)])
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"dse run failed ({r.returncode}): {r.stderr.strip()}")
@@ -78,40 +81,51 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", type=Path, default=ROOT / "studies" / "quickstart.toml")
     ap.add_argument("--reproducibility", action="store_true", help="also run on first_seed 100 and compare")
+    ap.add_argument("--no-timing", action="store_true", help="skip the timed pair (with --reproducibility)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args()
     text = a.study.read_text()
     out: dict = {"load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="dse-seeds-") as tmp:
-        for label, adaptive in (("one_seed", False), ("adaptive", True)):
+        for label, adaptive in (() if a.no_timing else (("one_seed", False), ("adaptive", True))):
             out[label] = run(variant(text, f"qs-{label}", adaptive=adaptive, first_seed=0), Path(tmp) / label)
             if not a.json:
                 r = out[label]
                 print(f"{label:9s} cold: {r['wall_s']:6.1f} s, {r['surrogate_runs']} surrogate runs, front "
                       f"{r['front']} ({r['distinguishable']} distinguishable), front points on "
                       f"{r['front_seeds_min']}-{r['front_seeds_max']} seeds, {len(r['settings'])} settings")
-        out["ratio"] = round(out["adaptive"]["wall_s"] / out["one_seed"]["wall_s"], 2)
-        if not a.json:
-            print(f"adaptive / one seed: {out['ratio']:.2f}x wall time (target <= 1.5)")
+        if not a.no_timing:
+            out["ratio"] = round(out["adaptive"]["wall_s"] / out["one_seed"]["wall_s"], 2)
+            if not a.json:
+                print(f"adaptive / one seed: {out['ratio']:.2f}x wall time (target <= 1.5)")
         if a.reproducibility:
             for label, adaptive in (("one_seed", False), ("adaptive", True)):
-                other = run(variant(text, f"qs-{label}-100", adaptive=adaptive, first_seed=100),
-                            Path(tmp) / f"{label}-100")
-                x, y = out[label]["aware_settings"], other["aware_settings"]
+                # one worker: a single process gives the same results for the same file and seeds, so the
+                # comparison is between the seeds, not between two schedules of the workers
+                one, other = (run(variant(text, f"qs-{label}-{f}", adaptive=adaptive, first_seed=f),
+                                  Path(tmp) / f"{label}-{f}", workers=1) for f in (0, 100))
+                x, y = one["aware_settings"], other["aware_settings"]
+                both = set(one["settings"]) & set(other["settings"])
+                xb, yb = [s for s in x if s in both], [s for s in y if s in both]
                 rep = {"first_seed_0": len(x), "first_seed_100": len(y), "common": len(set(x) & set(y)),
                        "share_0_in_100": round(share(x, y), 3), "share_100_in_0": round(share(y, x), 3),
-                       "settings_0": len(out[label]["settings"]), "settings_100": len(other["settings"]),
-                       "trained_in_both": len(set(out[label]["settings"]) & set(other["settings"]))}
+                       "settings_0": len(one["settings"]), "settings_100": len(other["settings"]),
+                       "trained_in_both": len(both),
+                       # among the settings both runs trained: on one noise-aware front, on the other too
+                       "share_0_in_100_trained_by_both": round(share(xb, yb), 3),
+                       "share_100_in_0_trained_by_both": round(share(yb, xb), 3)}
                 out[f"reproducibility_{label}"] = rep
                 if not a.json:
                     print(f"{label:9s} noise-aware fronts on seeds from 0 and from 100: {rep['first_seed_0']} and "
                           f"{rep['first_seed_100']} training settings, {rep['common']} on both "
                           f"({rep['share_0_in_100']:.0%} and {rep['share_100_in_0']:.0%}); "
-                          f"{rep['trained_in_both']} settings trained by both runs")
+                          f"{rep['trained_in_both']} settings trained by both runs; among those, "
+                          f"{rep['share_0_in_100_trained_by_both']:.0%} and "
+                          f"{rep['share_100_in_0_trained_by_both']:.0%}")
     out["load_after"] = os.getloadavg()[0]
     if a.json:
-        for r in (out["one_seed"], out["adaptive"]):
-            r.pop("settings"), r.pop("aware_settings")
+        for r in (out.get("one_seed", {}), out.get("adaptive", {})):
+            r.pop("settings", None), r.pop("aware_settings", None)
         print(json.dumps(out))
     else:
         print(f"load average (1 min) before {out['load_before']:.2f}, after {out['load_after']:.2f}")
