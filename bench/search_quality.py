@@ -1,8 +1,8 @@
 """Search quality against the true front: every method's hypervolume as a share of the exact optimum.
 
     python bench/search_quality.py --truth [--json] [--study studies/quickstart.toml] [--seeds 0 1 2]
-        [--search-seeds 10] [--budgets 5 10 25 50 100 200] [--methods ...] [--max-trials 1500] [--jobs 2]
-        [--out bench/out/search_quality-<study>]
+        [--search-seeds 10] [--budgets 5 10 25 50 100 200] [--methods ...] [--max-trials N] [--jobs 2]
+        [--workers W] [--front-size F] [--out bench/out/search_quality-<study>]
 
 ``--truth`` trains every training setting of the study's space on the FIXED surrogate seeds ``--seeds``
 (0..N-1, the study's ``[study] seeds = N``; through the normal cached surrogate, ``--jobs`` processes for the
@@ -13,16 +13,17 @@ feasible Pareto front and its hypervolume at the study's fixed reference point
 time separately, and the hardware model's designs per second (a design: one configuration x one model, and
 one configuration x one layer).
 
-Then every method searches the same table: each trial's metrics are looked up in it instead of being
-computed again (a few points are checked against ``evaluate_hardware`` first, to the last digit), on
-Optuna's in-memory storage, with the same samplers (``dse.search.samplers.SAMPLERS``) and the hybrid's own
-selection of each setting's sub-front (``dse.search.strategies.hybrid.sub_front``). A *surrogate run* is a
-distinct training setting trained; a method's hypervolume at B runs is that of every feasible point it
-found before its (B+1)-th setting. Joint methods: Optuna samples every knob (a converged sampler re-proposes
-trained settings, so at most ``--max-trials`` trials). Hybrid: the outer sampler proposes training settings,
-each setting's sub-front enters (``front_size``), the outer study is told its best values; ``--workers W``
-asks W settings before telling them (as W workers do). ``--search-seeds`` seeds per method; mean, sample
-std, and a one-sided Mann-Whitney U test (scipy) of each hybrid against the best joint method per budget.
+Then every method searches the same table: each trial's metrics are looked up in it instead of being computed
+again (a few points are checked against ``evaluate_hardware`` first, to the last digit), on Optuna's in-memory
+storage, with the same samplers (``dse.search.samplers.SAMPLERS``) and the hybrid's own selection of each
+setting's sub-front (``dse.search.strategies.hybrid.sub_front``). A *surrogate run* is a distinct training
+setting trained; a method's hypervolume at B runs is that of every feasible point it found before its (B+1)-th
+setting. Joint methods: Optuna samples every knob (a converged sampler re-proposes trained settings, so at
+most ``--max-trials`` trials, by default the study's budget). Hybrid: the outer sampler proposes training
+settings, each setting's sub-front enters (``front_size``), the outer study is told its best values;
+``--workers W`` asks W settings before telling them (as W workers do). ``--search-seeds`` seeds per method;
+mean, sample std, and a one-sided Mann-Whitney U test (scipy) of each hybrid against the best joint method per
+budget.
 
 Wall time per method is modelled, not measured end to end: its own sampler and bookkeeping time (measured
 here) + the cold training time of each setting it trained (measured in the truth run, one process each) +
@@ -74,7 +75,9 @@ def train_one(spec, tparams: dict) -> dict:
     hw = set(registry.per_hardware())
     return {"params": tparams, "metrics": {k: float(v) for k, v in out["metrics"].items() if k not in hw},
             "gp_fraction": float(out["metrics"]["gp_fraction"]), "seconds": time.perf_counter() - t0,
-            "cached": bool(out["surrogate"] and out["surrogate"].get("cached"))}
+            "cached": bool(out["surrogate"] and out["surrogate"].get("cached")),
+            # the training runs' own wall time as stored when they were trained (plain BP's included)
+            "compute_s": float(out["surrogate"]["compute_s"]) if out["surrogate"] else 0.0}
 
 
 class Truth:
@@ -115,9 +118,12 @@ class Truth:
         rest = Parallel(n_jobs=jobs, backend="loky")(delayed(train_one)(spec, p) for p in self.settings[1:])
         self.trained = [first, *rest]
         self.train_wall = time.perf_counter() - t0
-        self.train_seconds = np.array([r["seconds"] for r in self.trained])
+        # a setting's cold training cost, from the stored run times: its scheme's runs (plain BP, shared by
+        # every setting, is counted once per search: bp_s)
+        self.bp_s = _plain_bp_seconds(spec, self.settings[0])
+        self.train_seconds = np.array([max(0.0, r.get("compute_s", 0.0) - self.bp_s) for r in self.trained])
         self.cold = sum(not r.get("cached", False) for r in self.trained if "error" not in r)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         self.values = np.full((S, H, K), np.nan)
         self.feasible = np.zeros((S, H), dtype=bool)
         self.possible = np.zeros(S, dtype=bool)
@@ -134,7 +140,7 @@ class Truth:
             self.possible[i] = True
             self.gp_fraction[i] = r["gp_fraction"]
             self.fronts.append(sub_front(spec, metrics, spec.front_size))
-        self.hw_seconds = time.perf_counter() - t0
+        self.hw_seconds, self.hw_cpu = time.perf_counter() - t0, time.process_time() - c0
         self.hw_designs = int(self.possible.sum()) * H
         self.models = len(spec.base.workload.models)
         self.layers = _layers(spec)
@@ -190,6 +196,18 @@ class Truth:
         return worst
 
 
+def _plain_bp_seconds(spec, tparams: dict) -> float:
+    """Plain BP's stored training time on the study's seeds (cached: trained with the first setting)."""
+    from dataclasses import replace
+
+    from dse.evaluation.evaluator import evaluate
+    from dse.search.strategies.hybrid import training_config
+
+    cfg = training_config(spec, tparams)
+    cfg = replace(cfg, training=cfg.training.replace(scheme="bp"))
+    return float(evaluate(cfg, metrics=spec.needed_metrics)["surrogate"]["compute_s"])
+
+
 def _layers(spec) -> int:
     """Layers with compute (GEMM ops) summed over the workload's models."""
     from dse.evaluation.workloads import model_key, training_ops
@@ -202,25 +220,19 @@ def _layers(spec) -> int:
 
 # -- the methods, on the table ----------------------------------------------------------------------------------
 def make_sampler(spec, method: str, seed: int):
-    """An Optuna sampler for a method's sampler name: the registry's (dse.search.samplers) for plain names;
-    variants measured here: ``tpe-sN`` (multivariate TPE, N startup trials, constant liar), ``nsga2-pN`` (NSGA-II,
-    population N), ``auto-sN`` (the auto rule, TPE with N startup trials)."""
-    import optuna
-
-    from dse.search.auto_sampler import AutoRuleSampler
+    """An Optuna sampler from the registry (``dse.search.samplers.SAMPLERS``) for a sampler name, or a variant:
+    ``<name>-sN`` (``startup_trials = N``: TPE's and auto's random startup trials), ``<name>-pN``
+    (``population = N``: NSGA-II/III's, and auto's once it switches)."""
     from dse.search.samplers import SAMPLERS
 
     name, _, var = method.partition("-")
-    if not var:
-        return SAMPLERS[name](spec, seed)
-    n = int(var[1:])
-    if name == "tpe" and var[0] == "s":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=n)
-    if name == "auto" and var[0] == "s":
-        return AutoRuleSampler(seed=seed, population=spec.population, startup=n)
-    if name in ("nsga2", "nsga3") and var[0] == "p":
-        return SAMPLERS[name](spec.with_overrides(population=n), seed)
-    raise SystemExit(f"--methods: unknown variant {method!r}")
+    if var[:1] == "s":
+        spec = spec.with_overrides(startup_trials=int(var[1:]))
+    elif var[:1] == "p":
+        spec = spec.with_overrides(population=int(var[1:]))
+    elif var:
+        raise SystemExit(f"--methods: unknown variant {method!r} (<sampler>-sN or <sampler>-pN)")
+    return SAMPLERS[name](spec, seed)
 
 
 def _suggest_all(trial, knobs) -> dict:
@@ -320,25 +332,32 @@ def curve(t: Truth, trace: list, hybrid: bool) -> list[dict]:
 
     def row(own):
         runs = len(settings)
-        train = float(t.train_seconds[settings].sum())
+        train = float(t.train_seconds[settings].sum()) + t.bp_s
         hw = (runs * t.grid_s + entered * t.eval_hw_s) if hybrid else trials * t.eval_hw_s
         return {"runs": runs, "trials": trials, "share": hypervolume_of(front, t.directions, t.ref) / t.hv,
                 "own_s": own, "wall_s": own + train + hw}
 
-    last_own = 0.0
+    def flush():
+        nonlocal front, pending
+        if pending:
+            cand = np.vstack([front, t.values[tuple(np.array(pending).T)]])
+            front = cand[moocore.is_nondominated(cand, maximise=t.maxi)]
+            pending = []
+
+    last_own, pending = 0.0, []
     for i, j, own in trace:
         if not settings or i not in settings:
             if settings:
+                flush()
                 rows.append(row(last_own))
             settings.append(i)
         trials += 1
         entered += hybrid
         last_own = own
         if j >= 0 and t.feasible[i, j]:
-            v = t.values[i, j][None, :]
-            cand = np.vstack([front, v])
-            front = cand[moocore.is_nondominated(cand, maximise=t.maxi)]
+            pending.append((i, j))
     if settings:
+        flush()
         rows.append(row(last_own))
     return rows
 
@@ -374,8 +393,11 @@ def main() -> None:
     ap.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     ap.add_argument("--methods", nargs="+", default=None,
                     help="joint sampler names and hybrid:<sampler> (variants tpe-sN, nsga2-pN, auto-sN)")
-    ap.add_argument("--max-trials", type=int, default=1500, help="a joint method's trials at most")
+    ap.add_argument("--max-trials", type=int, default=None,
+                    help="a joint method's trials at most (default: the study's trial budget, [study] trials)")
     ap.add_argument("--workers", type=int, default=1, help="hybrid: settings asked before they are told")
+    ap.add_argument("--front-size", type=int, default=None,
+                    help="hybrid: sub-front points entered per setting (default: the study's front_size)")
     ap.add_argument("--jobs", type=int, default=2, help="processes for the cold training and the methods")
     ap.add_argument("--out", default=None, help="output stem (CSV, PNG); default bench/out/search_quality-<study>")
     a = ap.parse_args()
@@ -392,6 +414,7 @@ def main() -> None:
                 raise UsageError(f"--seeds: the surrogate seeds are 0..N-1 (a study's [study] seeds = N); got "
                                  f"{' '.join(map(str, a.seeds))}")
             spec = spec.with_overrides(seeds=len(a.seeds))
+        spec = spec.with_overrides(front_size=a.front_size)
     except UsageError as e:
         print(f"search_quality: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -408,18 +431,25 @@ def main() -> None:
         "settings_failed": int((~t.possible).sum()), "hardware_points": H, "truth_front": int(len(t.front)),
         "truth_hv": t.hv, "reference": dict(zip(spec.metrics, t.ref)),
         "training_s": round(t.train_wall, 1), "training_cold_runs": t.cold, "training_jobs": a.jobs,
+        "training_compute_s": round(float(t.train_seconds.sum()) + t.bp_s, 1),
         "hardware_s": round(t.hw_seconds, 2),
+        "hardware_cpu_s": round(t.hw_cpu, 2),
         "designs_per_s": t.hw_designs * t.models / t.hw_seconds,
         "layer_designs_per_s": t.hw_designs * t.layers / t.hw_seconds,
+        "designs_per_cpu_s": t.hw_designs * t.models / t.hw_cpu,
+        "layer_designs_per_cpu_s": t.hw_designs * t.layers / t.hw_cpu,
         "load_during_training": [round(x, 2) for x in load1],
         "table_vs_evaluate_max_rel_diff": err,
     }
     log(f"truth of {spec.name}: {len(t.settings)} training settings x {H} hardware points on surrogate seeds "
         f"{truth['surrogate_seeds']}; exact feasible front {len(t.front)} points, hypervolume {t.hv:.6g}")
-    log(f"  training {t.train_wall:.1f} s wall ({t.cold} settings trained cold, {a.jobs} processes; load "
+    log(f"  training {t.train_wall:.1f} s wall ({t.cold} settings trained cold, {a.jobs} processes; the runs' "
+        f"stored training time {truth['training_compute_s']:.0f} s; load "
         f"{load0[0]:.1f} before, {load1[0]:.1f}/{load1[1]:.1f} 1/5-min after); hardware {t.hw_seconds:.2f} s "
-        f"for {t.hw_designs} configurations: {truth['designs_per_s']:.3g} designs/s (configuration x model), "
-        f"{truth['layer_designs_per_s']:.3g} layer designs/s ({t.layers} layers); table vs evaluate_hardware: "
+        f"wall, {t.hw_cpu:.2f} s CPU for {t.hw_designs} configurations: {truth['designs_per_s']:.3g} designs/s "
+        f"(configuration x model; {truth['designs_per_cpu_s']:.3g} per CPU second), "
+        f"{truth['layer_designs_per_s']:.3g} layer designs/s ({t.layers} layers; "
+        f"{truth['layer_designs_per_cpu_s']:.3g} per CPU second); table vs evaluate_hardware: "
         f"max relative difference {err:.1e}")
     if err > 1e-9:
         raise SystemExit(f"search_quality: the table differs from evaluate_hardware by {err:.2e}")
@@ -432,13 +462,14 @@ def main() -> None:
         log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed")
     methods = a.methods or joint + [f"hybrid:{s}" for s in ("random", "tpe", "nsga2", "auto", "grid")]
     max_runs = max(a.budgets)
+    max_trials = a.max_trials or spec.trials
     t1 = time.perf_counter()
     jobs = [(m, s) for m in methods for s in range(a.search_seeds)]
     parts = Parallel(n_jobs=a.jobs, backend="loky")(
-        delayed(one_method)(t, m, s, max_runs, a.max_trials, a.workers) for m, s in jobs)
+        delayed(one_method)(t, m, s, max_runs, max_trials, a.workers) for m, s in jobs)
     df = pd.DataFrame([r for p in parts for r in p])
-    log(f"  methods: {len(jobs)} searches in {time.perf_counter() - t1:.0f} s ({a.jobs} processes; load "
-        f"{os.getloadavg()[0]:.1f})")
+    log(f"  methods: joint at most {max_trials} trials; {len(jobs)} searches in {time.perf_counter() - t1:.0f} s "
+        f"({a.jobs} processes; load {os.getloadavg()[0]:.1f})")
     out = Path(a.out or f"bench/out/search_quality-{spec.name}")
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out.with_suffix(".csv"), index=False)
@@ -486,15 +517,20 @@ def plot(df, out: Path, name: str, hv: float) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
+    from dse.figures.charts import method_colours  # one colour per method in every figure
+
     sns.set_theme(style="whitegrid")
+    names = list(dict.fromkeys(df.method))
+    colours = method_colours([m.replace(":", " ") for m in names])  # "hybrid tpe": a shade of the hybrid's
+    pal = {m: colours[m.replace(":", " ")] for m in names}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    sns.lineplot(data=df, x="runs", y="share", hue="method", errorbar=("pi", 100), ax=axes[0])
+    sns.lineplot(data=df, x="runs", y="share", hue="method", errorbar=("pi", 100), ax=axes[0], palette=pal)
     axes[0].set_xscale("log")
     axes[0].set_xlabel("surrogate runs (distinct training settings trained)")
     axes[0].set_ylabel(f"hypervolume / true optimum ({hv:.4g})")
     for m, g in df.groupby("method", sort=False):
         med = g.groupby("runs")[["wall_s", "share"]].median()
-        axes[1].plot(med.wall_s, med.share, label=m)
+        axes[1].plot(med.wall_s, med.share, label=m, color=pal[m])
     axes[1].set_xscale("log")
     axes[1].set_xlabel("modelled wall seconds, one process (median over seeds)")
     axes[1].legend(fontsize=7)

@@ -44,9 +44,10 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     processes on one storage (by default a journal file beside the study file) sharing the budget exactly;
     ``quiet=False`` then shows one progress bar. ``progress(figures)`` (one process) is called after each
     step. Returns a dict-like result: ``finished``,
-    ``budget``, ``complete``, ``front``, ``hypervolume``, ``interrupted``, ``storage``, ``failed`` and the
-    strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). ``sampler``: an Optuna sampler
-    instance (any ``optuna.samplers.BaseSampler``, used as given with its own seed) instead of the file's
+    ``budget``, ``complete``, ``front``, ``hypervolume``, ``recent`` (what the latest 10% of the complete
+    trials added to the hypervolume: :func:`dse.search.pareto.recent_gain`), ``interrupted``, ``storage``,
+    ``failed`` and the strategy's own figures (hybrid: ``surrogate_runs``, ``exhausted``). ``sampler``: an
+    Optuna sampler instance (any ``optuna.samplers.BaseSampler``, used as given with its own seed) instead of the file's
     ``sampler``, in one process; or a sampler's name (:mod:`dse.search.samplers` lists them). Extra keyword
     arguments go to :func:`dse.search.runner.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
     """

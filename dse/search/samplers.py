@@ -41,7 +41,10 @@ def _nsga3(spec, seed: int):
 def _tpe(spec, seed: int):
     import optuna
 
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    # the constant liar (Optuna's default since 5.0, named here): workers asking while others run are steered
+    # away from the running trials' points
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True,
+                                      n_startup_trials=spec.startup_trials or 10)
 
 
 def _random(spec, seed: int):
@@ -60,7 +63,7 @@ def _qmc(spec, seed: int):
 def _auto(spec, seed: int):
     from dse.search.auto_sampler import AutoRuleSampler
 
-    return AutoRuleSampler(seed=seed, population=spec.population)
+    return AutoRuleSampler(seed=seed, population=spec.population, startup=spec.startup_trials or 10)
 
 
 def _grid(spec, seed: int):

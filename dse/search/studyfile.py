@@ -3,7 +3,7 @@
 ```toml
 [study]
 name = "quickstart"         # the study's name in its storage
-sampler = "nsga2"           # nsga2 (default), nsga3, tpe, auto, random, qmc, grid
+sampler = "auto"            # auto (default), tpe, nsga2, nsga3, random, qmc, grid (dse.search.samplers)
 seed = 0
 trials = 60                 # the budget: finished trials (complete or failed) the study runs to
 seeds = 1                   # surrogate seeds per training setting (accuracy is their mean); or, adaptive:
@@ -11,6 +11,7 @@ seeds_min = 1               #   every setting trains seeds_min seeds, and a sett
 seeds_max = 3               #   front or within noise of it gets more, up to seeds_max (dse.search.noise)
 first_seed = 0              # the first surrogate seed (e.g. 100: re-check a front on fresh seeds)
 population = 16             # NSGA-II/III population size (optional)
+startup_trials = 10         # TPE's (and auto's) random trials before it models (optional; Optuna's 10)
 workers = 2                 # local processes `dse run` starts by default (1; --workers overrides)
 
 [workload]   ...            # dse.config.workload.Workload
@@ -109,12 +110,14 @@ class StudySpec:
     space: Space
     objectives: tuple[Objective, ...]
     constraints: tuple[Constraint, ...] = ()
-    sampler: str = "nsga2"
+    sampler: str = "auto"
     seed: int = 0
     trials: int = 50
     #: surrogate seeds every training setting trains (``seeds_min`` in the file, or ``seeds``)
     seeds: int = 1
     population: int | None = None
+    #: TPE's (and the auto sampler's) random startup trials (None: Optuna's default, 10)
+    startup_trials: int | None = None
     strategy: str = "joint"
     #: the strategy's own [study] options (``Strategy.options``), read back as ``spec.<option>``
     options: dict = field(default_factory=dict)
@@ -302,7 +305,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     # every strategy's options are accepted (``dse run --strategy`` may pick another one than the file's)
     declared = [o for s in STRATEGIES.values() for o in s.options]
     check_keys(st, {"name", "sampler", "seed", "trials", "seeds", "seeds_min", "seeds_max", "first_seed",
-                    "population", "strategy", "workers", *(o.name for o in declared)}, "study")
+                    "population", "startup_trials", "strategy", "workers", *(o.name for o in declared)}, "study")
     default_name = path.stem if path is not None else "study"
     name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
@@ -357,7 +360,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         raise UsageError("hypervolume: expected a table of reference values per objective metric")
     check_keys(hv, {o.metric for o in objectives}, "hypervolume")
     hv_ref = {k: take(hv, k, float, "hypervolume") for k in hv}
-    sampler = take(st, "sampler", str, "study", default="nsga2", choices=SAMPLERS)
+    sampler = take(st, "sampler", str, "study", default="auto", choices=SAMPLERS)
     seeds_min, seeds_max = _seeds(st)
     spec = StudySpec(
         name=name,
@@ -372,6 +375,7 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
         seeds_max=seeds_max,
         first_seed=take(st, "first_seed", int, "study", default=0, low=0, high=MAX_FIRST_SEED),
         population=take(st, "population", int, "study", default=None, low=2),
+        startup_trials=take(st, "startup_trials", int, "study", default=None, low=1),
         strategy=strategy,
         options={o.name: _option(st, o) for o in declared},
         workers=take(st, "workers", int, "study", default=1, low=1, high=64),

@@ -161,3 +161,16 @@ def test_the_exact_front_bounds_every_real_search(study_file):
     assert [r["runs"] for r in rows] == [1, 2] and rows[1]["share"] == pytest.approx(1.0)
     shares = [r["share"] for r in sq.one_method(truth, "random", 0, 2, 500, 1)]
     assert shares == sorted(shares) and not any(math.isnan(x) for x in shares)
+
+
+def test_startup_trials_reach_tpe_and_auto_and_bad_values_are_refused(tmp_path):
+    from dse.errors import UsageError
+    from studyfiles import FAST_STUDY, edit, write_study
+
+    spec = load_study(write_study(tmp_path, edit("population = 4", "population = 4\nstartup_trials = 3")))
+    assert spec.startup_trials == 3
+    assert SAMPLERS["tpe"](spec, 0)._n_startup_trials == 3
+    assert SAMPLERS["auto"](spec, 0)._tpe._n_startup_trials == 3
+    assert SAMPLERS["tpe"](load_study(write_study(tmp_path, FAST_STUDY)), 0)._n_startup_trials == 10
+    with pytest.raises(UsageError, match="study.startup_trials"):
+        load_study(write_study(tmp_path, edit("population = 4", "population = 4\nstartup_trials = 0")))
