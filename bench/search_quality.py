@@ -521,8 +521,10 @@ def plot(df, out: Path, name: str, hv: float) -> None:
 
     sns.set_theme(style="whitegrid")
     names = list(dict.fromkeys(df.method))
-    colours = method_colours([m.replace(":", " ") for m in names])  # "hybrid tpe": a shade of the hybrid's
-    pal = {m: colours[m.replace(":", " ")] for m in names}
+    joint = [m for m in names if not m.startswith("hybrid")]
+    hybrid = [m for m in names if m.startswith("hybrid")]
+    pal = method_colours(joint)  # the hybrids: shades of green, one each
+    pal.update(dict(zip(hybrid, sns.color_palette("crest", len(hybrid)).as_hex())))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     sns.lineplot(data=df, x="runs", y="share", hue="method", errorbar=("pi", 100), ax=axes[0], palette=pal)
     axes[0].set_xscale("log")

@@ -24,9 +24,9 @@ from dse.evaluation.evaluator import evaluate_hardware
 from dse.evaluation.workloads import model_key, technology, training_ops
 
 __all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table",
-           "find_trial", "status_summary", "recent_line", "CONVERGED_GAIN", "front_rows", "metric_order",
-           "trial_rows", "data_frame", "table_columns", "display_table", "left_out_note", "table_headers",
-           "proxy_note", "pareto_rows"]
+           "find_trial", "status_summary", "recent_line", "CONVERGED_GAIN", "MIN_SETTINGS", "front_rows",
+           "metric_order", "trial_rows", "data_frame", "table_columns", "display_table", "left_out_note",
+           "table_headers", "proxy_note", "pareto_rows"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
 
@@ -208,8 +208,10 @@ def front_rows(spec, pts) -> list[dict]:
     return rows
 
 
-#: below this share of the hypervolume added by the latest tenth of the trials, a search reads as converged
+#: below this share of the hypervolume added by the latest tenth of the trials, a search reads as converged...
 CONVERGED_GAIN = 0.01
+#: ...if that tenth holds at least this many training settings (a hybrid enters a setting's sub-front at once)
+MIN_SETTINGS = 3
 
 
 def recent_line(recent: dict) -> str:
@@ -222,9 +224,14 @@ def recent_line(recent: dict) -> str:
     if recent["hypervolume"] <= 0:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
                 "trials): a starved search; give it more trials")
-    gain = recent["gain"]
-    verdict = ("converged for this budget: more trials of the same search add little" if gain < CONVERGED_GAIN
-               else "still improving: a larger budget is likely to pay")
+    gain, n = recent["gain"], recent.get("settings", MIN_SETTINGS)
+    if gain >= CONVERGED_GAIN:
+        verdict = "still improving: a larger budget is likely to pay"
+    elif n < MIN_SETTINGS:
+        verdict = (f"but they hold {n} training setting{'s' * (n != 1)}, too few to call the search converged: "
+                   "a larger budget may still pay")
+    else:
+        verdict = "converged for this budget: more trials of the same search add little"
     return (f"the latest {RECENT_SHARE:.0%} of the complete trials ({recent['recent']}) added {gain:.2%} of the "
             f"hypervolume (from {recent['before']:.6g}); {verdict}")
 

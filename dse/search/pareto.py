@@ -95,13 +95,17 @@ def recent_gain(points: list[Point], directions: list[str], reference: list[floa
     stopping signal (a converged search adds little in its last tenth, a starved one still adds much).
 
     Returns ``hypervolume`` (of every point), ``before`` (without the latest ``recent`` points), ``recent``
-    (how many points that is: ``ceil(share * len(points))``) and ``gain`` (``hypervolume - before`` as a
-    share of ``hypervolume``; 0.0 when the hypervolume is 0)."""
+    (how many points that is: ``ceil(share * len(points))``), ``settings`` (the distinct training settings,
+    ``training.*`` knob values, among them: a hybrid study enters many points per setting) and ``gain``
+    (``hypervolume - before`` as a share of ``hypervolume``; 0.0 when the hypervolume is 0)."""
     pts = sorted(points, key=lambda p: p.number)
     k = math.ceil(share * len(pts))
     hv = hypervolume(pts, directions, reference)
     before = hypervolume(pts[:len(pts) - k], directions, reference)
-    return {"hypervolume": hv, "before": before, "recent": k, "gain": (hv - before) / hv if hv > 0 else 0.0}
+    settings = len({tuple(sorted((n, v) for n, v in p.params.items() if n.startswith("training.")))
+                    for p in pts[len(pts) - k:]}) if k else 0
+    return {"hypervolume": hv, "before": before, "recent": k, "settings": settings,
+            "gain": (hv - before) / hv if hv > 0 else 0.0}
 
 
 def knee(points: list[Point], directions: list[str]) -> Point:

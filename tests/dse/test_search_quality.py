@@ -45,12 +45,18 @@ def test_recent_gain_is_what_the_latest_tenth_of_the_trials_added():
     assert g["recent"] == 3 and g["before"] == pytest.approx(25.0) and g["gain"] == pytest.approx(12 / 37)
     g = recent_gain([*early, _pt(19, (6.0, 6.0))], dirs, ref)
     assert g["recent"] == 2 and g["gain"] == 0.0
-    assert recent_gain([], dirs, ref) == {"hypervolume": 0.0, "before": 0.0, "recent": 0, "gain": 0.0}
+    assert recent_gain([], dirs, ref) == {"hypervolume": 0.0, "before": 0.0, "recent": 0, "settings": 0, "gain": 0.0}
+    # the distinct training settings among the latest points
+    pts = [Point(n, (5.0, 5.0), {}, {"training.a": n // 2, "hardware.b": n}, True, {}) for n in range(30)]
+    assert recent_gain(pts, dirs, ref)["settings"] == 2  # points 27-29: settings 13 and 14
 
 
 def test_recent_line_reads_converged_or_still_improving():
-    base = {"hypervolume": 100.0, "before": 99.5, "recent": 4}
-    assert "converged" in recent_line({**base, "gain": CONVERGED_GAIN / 2})
+    base = {"hypervolume": 100.0, "before": 99.5, "recent": 4, "settings": 4}
+    assert "converged for this budget" in recent_line({**base, "gain": CONVERGED_GAIN / 2})
+    # one hybrid setting's sub-front: too few settings to call it converged
+    one = recent_line({**base, "settings": 1, "gain": 0.0})
+    assert "1 training setting," in one and "too few" in one and "converged for" not in one
     assert "still improving" in recent_line({**base, "gain": 0.2})
     assert "20.00%" in recent_line({**base, "gain": 0.2}) and "(4)" in recent_line({**base, "gain": 0.2})
     assert "starved" in recent_line({"hypervolume": 0.0, "before": 0.0, "recent": 3, "gain": 0.0})
