@@ -92,7 +92,7 @@ def run(
         typer.echo(f"{spec.name}: {recent_line(res['recent'])}")
     if "distinguishable" in res:
         lo, hi = res["front_seeds"]
-        seeds = f"{lo} surrogate seed(s)" if lo == hi else f"{lo} to {hi} surrogate seeds"
+        seeds = f"{lo} surrogate seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo} to {hi} surrogate seeds"
         typer.echo(f"accuracy noise: {res['distinguishable']} of the {res['front']} front points are distinguishable "
                    f"by the paired-seed test (dse pareto --noise-aware); each front point rests on {seeds}")
     from dse.search.strategies import strategy_class
