@@ -114,12 +114,6 @@ def _distinct(records: list[dict], m: str) -> list[dict]:
     return out
 
 
-def _others(points: Sequence[Point], acc: list[int]) -> np.ndarray:
-    """The non-accuracy objective values, in maximisation form."""
-    x = np.array([p.values for p in points], dtype=np.float64).reshape(len(points), -1)
-    return np.delete(x, acc, axis=1)
-
-
 def clearly_dominated(p: Point, points: Sequence[Point], noise: Noise) -> bool:
     """Whether a feasible point of ``points`` clearly dominates ``p`` (see the module's docstring)."""
     others = [q for q in points if q.feasible and q.number != p.number]

@@ -376,9 +376,8 @@ class Hybrid(Strategy):
         if arr is None:
             return (None, gpf, keep, {}, np.array([], int), []), []
         hm = hardware_metrics(cfg, arr, gpf)
-        hws = keep
         # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
-        metrics = {**{k: np.full(len(hws), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
+        metrics = {**{k: np.full(len(keep), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
         idx, best = sub_front(spec, metrics, spec.front_size)
         feasible = bool(violation(spec, {m: metrics[m][idx] for m in metrics}).max() <= 0) if len(idx) else False
         record = registry.seed_record(sur["surrogate"])
