@@ -1,17 +1,18 @@
 """Search quality against the true front: every method's hypervolume as a share of the exact optimum.
 
     python bench/search_quality.py --truth [--json] [--study studies/quickstart.toml] [--seeds 0 1 2]
-        [--search-seeds 10] [--budgets 5 10 25 50 100 200] [--methods ...] [--max-trials N] [--jobs 2]
+        [--surrogate-seeds N] [--budgets 5 10 25 50 100 200] [--methods ...] [--max-trials N] [--jobs 2]
         [--workers W] [--front-size F] [--out bench/out/search_quality-<study>]
 
-``--truth`` trains every training setting of the study's space on the FIXED surrogate seeds ``--seeds``
-(0..N-1, the study's ``[study] seeds = N``; through the normal cached surrogate, ``--jobs`` processes for the
-cold runs), costs the whole hardware grid (the hybrid's candidates: the grid, or ``inner_points`` samples)
-for each with the vectorized model (``dse.evaluation.evaluator.hardware_metrics``), and takes the exact
-feasible Pareto front and its hypervolume at the study's fixed reference point
+``--truth`` trains every training setting of the study's space on FIXED surrogate seeds, the same for every
+setting and every method (``--surrogate-seeds N``: the study's first N seeds; default its ``seeds_min``, one
+seed for the quick start; stated in the output as ``surrogate_seeds``), through the normal cached surrogate
+(``--jobs`` processes for the cold runs), costs the whole hardware grid (the hybrid's candidates: the grid, or
+``inner_points`` samples) for each with the vectorized model (``dse.evaluation.evaluator.hardware_metrics``),
+and takes the exact feasible Pareto front and its hypervolume at the study's fixed reference point
 (``dse.search.study.hv_reference``). It prints the front's size and hypervolume, the training and the hardware
-time separately, and the hardware model's designs per second (a design: one configuration x one model, and
-one configuration x one layer).
+time separately, and the hardware model's designs per second (a design: one configuration x one model, and one
+configuration x one layer).
 
 Then every method searches the same table: each trial's metrics are looked up in it instead of being computed
 again (a few points are checked against ``evaluate_hardware`` first, to the last digit), on Optuna's in-memory
@@ -21,9 +22,9 @@ setting trained; a method's hypervolume at B runs is that of every feasible poin
 setting. Joint methods: Optuna samples every knob (a converged sampler re-proposes trained settings, so at
 most ``--max-trials`` trials, by default the study's budget). Hybrid: the outer sampler proposes training
 settings, each setting's sub-front enters (``front_size``), the outer study is told its best values;
-``--workers W`` asks W settings before telling them (as W workers do). ``--search-seeds`` seeds per method;
-mean, sample std, and a one-sided Mann-Whitney U test (scipy) of each hybrid against the best joint method per
-budget.
+``--workers W`` asks W settings before telling them (as W workers do). ``--seeds``: the search (sampler)
+seeds each method runs with, 0..9 by default; mean, sample std, and a one-sided Mann-Whitney U test (scipy)
+of each hybrid against the best joint method per budget.
 
 Wall time per method is modelled, not measured end to end: its own sampler and bookkeeping time (measured
 here) + the cold training time of each setting it trained (measured in the truth run, one process each) +
@@ -31,8 +32,16 @@ the hardware model's time (measured: per joint trial one ``evaluate_hardware``; 
 vectorized grid and one ``evaluate_hardware`` per entered point). Storage costs (SQLite, journal) are not
 in it.
 
+The *ceiling*: what choosing B settings could reach at best on this table, by two greedy selections (each
+step adds the setting whose sub-front adds the most hypervolume): ``oracle`` knows every setting's trained
+accuracy (an upper reference: no search knows it before training), ``expected`` knows every setting's
+*expected* accuracy, the additive least-squares fit over all settings of each training objective on one-hot
+knob levels, and sees the trained value of what it chose. The gap between them is the luck of the fixed
+surrogate seeds: the exact front rests on the settings whose one-seed accuracy happened to be high.
+
 ``--json`` prints one JSON object: ``{"truth_hv": ..., "truth_front": ..., "methods": {name: {"5": mean
-share, ...}}, ...}``. CSV of the curves (per run count) and a plot go to ``--out``.
+share over the search seeds, ...}}, "ceiling": {"oracle": {...}, "expected": {...}}, ...}``. CSV of the
+curves (per run count) and a plot go to ``--out``.
 """
 
 from __future__ import annotations
@@ -194,6 +203,79 @@ class Truth:
             got = np.array([m[k] for k in self.spec.metrics])
             worst = max(worst, float(np.max(np.abs(got - self.values[i, j]) / np.maximum(np.abs(got), 1e-300))))
         return worst
+
+
+def _training_columns(t: Truth) -> list[int]:
+    """The objectives that are training metrics (one value per setting, whatever the hardware point)."""
+    from dse.evaluation import metrics as registry
+
+    hw = set(registry.per_hardware())
+    return [k for k, m in enumerate(t.spec.metrics) if m not in hw]
+
+
+def expected_training_values(t: Truth) -> np.ndarray:
+    """Each setting's training objectives as the additive least-squares fit over every possible setting: a
+    constant plus one effect per level of each training knob (one-hot levels). The residual is what the
+    fixed surrogate seed adds to a setting (no knob explains it). Shape (settings, training objectives)."""
+    cols = _training_columns(t)
+    levels = [sorted({repr(s[k]) for s in t.settings}) for k in t.train_knobs]
+    X = np.array([[1.0] + [float(repr(s[k]) == v) for k, L in zip(t.train_knobs, levels) for v in L]
+                  for s in t.settings])
+    ok = t.possible
+    y = t.values[ok, 0][:, cols]  # training metrics do not vary over the hardware points
+    w, *_ = np.linalg.lstsq(X[ok], y, rcond=None)
+    return X @ w
+
+
+def ceiling(t: Truth, budgets: list[int]) -> dict:
+    """Greedy selections of settings on the table (each step adds the setting whose feasible sub-front adds
+    the most hypervolume; ties to the lower index), as a share of the truth at each budget: ``oracle`` picks
+    by the trained values, ``expected`` by the expected training values (:func:`expected_training_values`)
+    while seeing the trained values of what it picked. Also the fit's residual sample std per training
+    objective (``residual_std``) and the settings' spread (``spread_std``)."""
+    import moocore
+
+    from dse.search.pareto import hypervolume_of
+
+    cols = _training_columns(t)
+    exp = expected_training_values(t)
+    pts = []
+    for i in range(len(t.settings)):
+        idx = t.fronts[i][0]
+        idx = idx[t.feasible[i, idx]] if t.possible[i] and len(idx) else np.array([], dtype=int)
+        pts.append(t.values[i, idx])
+
+    def nd(x):
+        return x[moocore.is_nondominated(x, maximise=t.maxi)] if len(x) else x
+
+    def greedy(guess) -> dict:
+        front, chosen, out = np.zeros((0, len(t.directions))), [], {}
+        alive = [i for i in range(len(pts)) if len(pts[i])]
+        base = 0.0
+        for step in range(1, max(budgets) + 1):
+            gains = []
+            for i in alive:
+                q = pts[i].copy()
+                q[:, cols] = guess[i]
+                gains.append(hypervolume_of(nd(np.vstack([front, q])), t.directions, t.ref) - base)
+            # a setting that adds nothing now adds nothing later (the front only grows): drop it
+            keep = [(g, i) for g, i in zip(gains, alive) if g > 0]
+            if keep:
+                g, i = max(keep, key=lambda x: (x[0], -x[1]))
+                chosen.append(i)
+                front = nd(np.vstack([front, pts[i]]))
+                base = hypervolume_of(front, t.directions, t.ref)
+                alive = [j for _, j in keep if j != i]
+            if step in budgets:
+                out[str(step)] = round(base / t.hv, 4)
+        return out
+
+    trained = np.array([p[0, cols] if len(p) else np.full(len(cols), np.nan) for p in pts])
+    resid = (trained - exp)[t.possible]
+    return {"oracle": greedy(trained), "expected": greedy(exp),
+            "residual_std": [round(float(x), 3) for x in resid.std(axis=0, ddof=1)],
+            "spread_std": [round(float(x), 3) for x in trained[t.possible].std(axis=0, ddof=1)],
+            "training_objectives": [t.spec.metrics[k] for k in cols]}
 
 
 def _plain_bp_seconds(spec, tparams: dict) -> float:
@@ -387,9 +469,11 @@ def main() -> None:
     ap.add_argument("--study", default="studies/quickstart.toml")
     ap.add_argument("--truth", action="store_true", help="train every setting and cost every hardware point")
     ap.add_argument("--json", action="store_true", help="print one JSON object (tables go to stderr)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=None,
-                    help="fixed surrogate seeds 0..N-1 for every setting (default: the study's [study] seeds)")
-    ap.add_argument("--search-seeds", type=int, default=10, help="sampler seeds per method")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(10)),
+                    help="search (sampler) seeds each method runs with (default 0..9)")
+    ap.add_argument("--surrogate-seeds", type=int, default=None,
+                    help="fixed surrogate seeds 0..N-1 for every setting and method (default: the study's "
+                         "seeds_min)")
     ap.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     ap.add_argument("--methods", nargs="+", default=None,
                     help="joint sampler names and hybrid:<sampler> (variants tpe-sN, nsga2-pN, auto-sN)")
@@ -409,11 +493,13 @@ def main() -> None:
 
     try:
         spec = load_study(a.study)
-        if a.seeds is not None:
-            if sorted(a.seeds) != list(range(len(a.seeds))):
-                raise UsageError(f"--seeds: the surrogate seeds are 0..N-1 (a study's [study] seeds = N); got "
-                                 f"{' '.join(map(str, a.seeds))}")
-            spec = spec.with_overrides(seeds=len(a.seeds))
+        if len(set(a.seeds)) != len(a.seeds) or min(a.seeds) < 0:
+            raise UsageError(f"--seeds: distinct search seeds >= 0; got {' '.join(map(str, a.seeds))}")
+        if a.surrogate_seeds is not None:
+            if not 1 <= a.surrogate_seeds <= 20:
+                raise UsageError(f"--surrogate-seeds: 1 to 20 fixed surrogate seeds; got {a.surrogate_seeds}")
+            spec = spec.with_overrides(seeds=a.surrogate_seeds)
+        spec = spec.with_overrides(seeds_max=spec.seeds)  # fixed seeds: no replication
         spec = spec.with_overrides(front_size=a.front_size)
     except UsageError as e:
         print(f"search_quality: error: {e}", file=sys.stderr)
@@ -427,7 +513,8 @@ def main() -> None:
     err = t.check()
     H = len(t.hw_points)
     truth = {
-        "study": spec.name, "surrogate_seeds": list(range(spec.seeds)), "settings": len(t.settings),
+        "study": spec.name, "surrogate_seeds": list(range(spec.first_seed, spec.first_seed + spec.seeds)),
+        "settings": len(t.settings),
         "settings_failed": int((~t.possible).sum()), "hardware_points": H, "truth_front": int(len(t.front)),
         "truth_hv": t.hv, "reference": dict(zip(spec.metrics, t.ref)),
         "training_s": round(t.train_wall, 1), "training_cold_runs": t.cold, "training_jobs": a.jobs,
@@ -453,6 +540,13 @@ def main() -> None:
         f"max relative difference {err:.1e}")
     if err > 1e-9:
         raise SystemExit(f"search_quality: the table differs from evaluate_hardware by {err:.2e}")
+    t2 = time.perf_counter()
+    ceil = ceiling(t, [b for b in a.budgets if b <= len(t.settings)])
+    log(f"  ceiling ({time.perf_counter() - t2:.0f} s): greedy choice of settings by their trained values "
+        + ", ".join(f"{b} runs {v:.3f}" for b, v in ceil["oracle"].items())
+        + "; by their expected values (additive fit of " + ", ".join(ceil["training_objectives"])
+        + f": residual std {ceil['residual_std']} against the settings' spread {ceil['spread_std']}) "
+        + ", ".join(f"{b} runs {v:.3f}" for b, v in ceil["expected"].items()))
     joint = ["random", "tpe", "nsga2", "auto"]
     try:
         import torch  # noqa: F401  (Optuna's GP sampler needs it)
@@ -464,7 +558,7 @@ def main() -> None:
     max_runs = max(a.budgets)
     max_trials = a.max_trials or spec.trials
     t1 = time.perf_counter()
-    jobs = [(m, s) for m in methods for s in range(a.search_seeds)]
+    jobs = [(m, s) for m in methods for s in a.seeds]
     parts = Parallel(n_jobs=a.jobs, backend="loky")(
         delayed(one_method)(t, m, s, max_runs, max_trials, a.workers) for m, s in jobs)
     df = pd.DataFrame([r for p in parts for r in p])
@@ -495,10 +589,11 @@ def main() -> None:
             table.append(row)
     tab = pd.DataFrame(table)
     tab.to_csv(out.with_name(out.name + "-table.csv"), index=False)
-    wide = tab.assign(cell=[f"{r.mean:.3f} ± {r.std:.3f}" + ("" if r.reached == a.search_seeds else f" ({r.reached})")
+    wide = tab.assign(cell=[f"{r.mean:.3f} ± {r.std:.3f}" + ("" if r.reached == len(a.seeds) else f" ({r.reached})")
                             for r in tab.itertuples()]).pivot(index="method", columns="budget", values="cell")
-    log(f"\nhypervolume as a share of the truth ({t.hv:.6g}), mean ± sample std over {a.search_seeds} search "
-        f"seeds, by surrogate runs (in brackets: seeds that spent that many runs, if not all)")
+    log(f"\nhypervolume as a share of the truth ({t.hv:.6g}), mean ± sample std over {len(a.seeds)} search "
+        f"seeds ({' '.join(map(str, a.seeds))}), by surrogate runs (in brackets: seeds that spent that many runs, "
+        "if not all)")
     log(wide.reindex(methods).to_string())
     if pvals:
         log("\none-sided Mann-Whitney U, hybrid > best joint method at that budget (p):")
@@ -507,7 +602,8 @@ def main() -> None:
     plot(df, out, spec.name, t.hv)
     log(f"wrote {out.with_suffix('.csv')}, {out.with_name(out.name + '-table.csv')}, {out.with_suffix('.png')}")
     if a.json:
-        print(json.dumps({**truth, "methods": result, "p_hybrid_greater": pvals}, default=float))
+        print(json.dumps({**truth, "search_seeds": list(a.seeds), "methods": result, "p_hybrid_greater": pvals,
+                          "ceiling": ceil}, default=float))
 
 
 def plot(df, out: Path, name: str, hv: float) -> None:

@@ -167,6 +167,31 @@ def test_the_exact_front_bounds_every_real_search(study_file):
     assert [r["runs"] for r in rows] == [1, 2] and rows[1]["share"] == pytest.approx(1.0)
     shares = [r["share"] for r in sq.one_method(truth, "random", 0, 2, 500, 1)]
     assert shares == sorted(shares) and not any(math.isnan(x) for x in shares)
+    # the ceiling: greedy choice of both settings holds the whole front, and a larger budget never holds less
+    c = sq.ceiling(truth, [1, 2])
+    assert c["training_objectives"] == ["accuracy_drop"]
+    for kind in ("oracle", "expected"):
+        assert 0 < c[kind]["1"] <= c[kind]["2"] == pytest.approx(1.0)
+
+
+def test_expected_values_are_the_additive_fit_of_the_knobs():
+    """The ceiling's expected training values: an additive (one-hot per knob level) least-squares fit, exact on
+    additive data; what a seed adds to one setting shows as residual, not in the fit's other settings' levels
+    beyond their share of it."""
+    from types import SimpleNamespace
+
+    sq = _bench()
+    a_eff, b_eff = {1: 0.0, 2: 0.7, 3: 1.9}, {"x": 0.0, "y": -0.4}
+    settings = [{"training.a": a, "training.b": b} for a in a_eff for b in b_eff]
+    y = np.array([2.0 + a_eff[s["training.a"]] + b_eff[s["training.b"]] for s in settings])
+    spec = SimpleNamespace(metrics=["accuracy_drop", "speedup"])
+    t = SimpleNamespace(spec=spec, settings=settings, train_knobs=["training.a", "training.b"],
+                        possible=np.ones(len(settings), dtype=bool),
+                        values=np.stack([np.column_stack([y, np.arange(len(y))])] * 3, axis=1))
+    assert np.allclose(sq.expected_training_values(t)[:, 0], y)
+    t.values[0, :, 0] += 1.2  # one setting's lucky seed
+    fit = sq.expected_training_values(t)[:, 0]
+    assert abs(fit[0] - y[0]) < 1.2 and not np.allclose(fit, y)
 
 
 def test_startup_trials_reach_tpe_and_auto_and_bad_values_are_refused(tmp_path):
