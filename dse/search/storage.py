@@ -98,16 +98,23 @@ def _mask_one(url: str) -> str:
     return head + (userinfo if userinfo is not None else "") + rest
 
 
+#: a password at least this long is masked wherever a message repeats it, a shorter one in URLs only
+MIN_LOOSE_SECRET = 4
+
+
 def mask_url(text: str, url: str | None = None) -> str:
     """``text`` (a URL, or a message quoting URLs) with every password replaced by ``***``.
 
     With ``url`` (the storage in use), its password is masked wherever it appears, also outside a URL (a
-    driver's message may repeat it, or part of a host name cut from it).
+    driver's message may repeat it, or part of a host name cut from it) -- unless it is shorter than
+    ``MIN_LOOSE_SECRET`` characters: a password of one to three characters (no secret) is masked in URLs
+    only, so that its letters stay readable in the rest of the message.
     """
     if url is None and _split(text.strip()) is not None:
         url = text.strip()  # the text is itself a URL
     for s in secrets_of(url) if url else []:
-        text = text.replace(s, "***")
+        if len(s) >= MIN_LOOSE_SECRET:
+            text = text.replace(s, "***")
     out = []
     for word in text.split(" "):
         if "://" in word:

@@ -549,6 +549,18 @@ def test_mask_url_parses_the_user_information(url, shown):
     assert mask_url(f"storage {url} cannot be used", url) == f"storage {shown} cannot be used"
 
 
+def test_a_short_password_is_masked_in_the_url_but_leaves_the_message_readable():
+    from dse.search.storage import mask_url
+
+    url = "postgresql://dse:a@db.example/dse"
+    msg = f"storage {url} cannot be used: connection to server at \"db.example\" failed: password authentication"
+    assert mask_url(msg, url) == ("storage postgresql://dse:***@db.example/dse cannot be used: connection to "
+                                  "server at \"db.example\" failed: password authentication")
+    long = "postgresql://dse:Qx7Zk9@db.example/dse"  # a longer one is masked wherever it is repeated
+    assert mask_url(f"{long} failed: password Qx7Zk9 rejected", long) == (
+        "postgresql://dse:***@db.example/dse failed: password *** rejected")
+
+
 def test_a_raw_at_in_a_password_reaches_the_driver_whole():
     from sqlalchemy.engine import make_url
 
