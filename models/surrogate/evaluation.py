@@ -421,7 +421,9 @@ def _run_parallel(cfg, cache, jobs, first, then, gen, controls, got, record) -> 
 def cached_seeds(config: SurrogateConfig, seeds: Sequence[int], controls: Sequence[str] = CONTROLS) -> int:
     """How many of ``seeds``, in order, have every run :func:`evaluate` (with these ``controls``) needs in the
     cache: that many seeds cost nothing (a search reuses the seeds an earlier one added). Reads the
-    cached runs' files only."""
+    cached runs' files only. A configuration with several ``tasks``: the fewest over its tasks."""
+    if config.tasks:
+        return min(cached_seeds(c, seeds, controls) for c in config.task_configs())
     cfg = config
     controls = tuple(c for c in CONTROLS if c in controls or c == cfg.scheme)
     n = 0

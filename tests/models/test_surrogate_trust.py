@@ -207,6 +207,20 @@ def test_spearman_and_the_rank_agreement_of_two_tasks():
     assert spearman([1, 2], [1, 2]) is None and spearman([1, 1, 1], [1, 2, 3]) is None
 
 
+def test_cached_seeds_of_two_tasks_are_the_fewest_either_task_has(tmp_path, monkeypatch):
+    from models.surrogate.evaluation import cached_seeds
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    two = SurrogateConfig.from_dict({"tasks": ["digits", "mnist1d"], "epochs": 1, "batch_size": 64,
+                                     "gp_fraction": 0.5})
+    digits, mnist = two.task_configs()
+    evaluate(digits, seeds=(0, 1), controls=())  # the first task has two seeds, the second none
+    assert cached_seeds(digits, range(3), ()) == 2
+    assert cached_seeds(two, range(3), ()) == 0
+    evaluate(mnist, seeds=(0,), controls=())
+    assert cached_seeds(two, range(3), ()) == 1
+
+
 def test_a_configuration_with_two_tasks_records_each_and_the_worst_drop(tmp_path, monkeypatch):
     from dse.config.configuration import Configuration
     from dse.evaluation.evaluator import evaluate as evaluate_configuration
