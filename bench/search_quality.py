@@ -375,10 +375,11 @@ def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: i
         return {"trace": trace}
     outer = optuna.create_study(directions=spec.directions, sampler=make_sampler(spec, sampler_name, seed))
     while len(done) < max_runs and repeats < MAX_REPEATS:
-        batch = [outer.ask() for _ in range(workers)]
+        # every worker of the batch samples its setting while the others' are still running (Optuna samples
+        # a trial's knobs when they are first suggested, so all are suggested before any is told)
+        batch = [(ot, _suggest_all(ot, knobs)) for ot in [outer.ask() for _ in range(workers)]]
         claimed: set[int] = set()
-        for ot in batch:
-            p = _suggest_all(ot, knobs)
+        for ot, p in batch:
             i = t.setting_index[tuple(p[n] for n in t.train_knobs)]
             if i in done:
                 outer.tell(ot, done[i])
