@@ -132,6 +132,7 @@ class Truth:
         self.bp_s = _plain_bp_seconds(spec, self.settings[0])
         self.train_seconds = np.array([max(0.0, r.get("compute_s", 0.0) - self.bp_s) for r in self.trained])
         self.cold = sum(not r.get("cached", False) for r in self.trained if "error" not in r)
+        self.ref = hv_reference(spec)  # the study's: the hybrid thins each sub-front in its box
         t0, c0 = time.perf_counter(), time.process_time()
         self.values = np.full((S, H, K), np.nan)
         self.feasible = np.zeros((S, H), dtype=bool)
@@ -148,7 +149,7 @@ class Truth:
             self.feasible[i] = violation(spec, metrics) <= 0
             self.possible[i] = True
             self.gp_fraction[i] = r["gp_fraction"]
-            self.fronts.append(sub_front(spec, metrics, spec.front_size))
+            self.fronts.append(sub_front(spec, metrics, spec.front_size, self.ref))
         self.hw_seconds, self.hw_cpu = time.perf_counter() - t0, time.process_time() - c0
         self.hw_designs = int(self.possible.sum()) * H
         self.models = len(spec.base.workload.models)
@@ -158,7 +159,6 @@ class Truth:
 
         self.directions = spec.directions
         self.maxi = [d == "maximize" for d in spec.directions]
-        self.ref = hv_reference(spec)
         pts = self.values[self.feasible]
         nd = moocore.is_nondominated(pts, maximise=self.maxi) if len(pts) else np.zeros(0, dtype=bool)
         self.front = pts[nd]

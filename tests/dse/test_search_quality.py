@@ -127,6 +127,35 @@ def test_sub_front_is_the_feasible_non_dominated_points_thinned():
     assert list(idx) == [int(np.argmin(metrics["area_mm2"]))]
 
 
+def test_thinning_keeps_the_points_that_hold_the_most_hypervolume():
+    """A sub-front thinned to k points keeps the k whose hypervolume is largest (checked against every subset
+    on a small front), and more of it than an even spread along one objective."""
+    import itertools
+
+    from dse.search.pareto import hypervolume_of
+    from dse.search.strategies.hybrid import sub_front
+
+    spec = load_study_text()  # accuracy_drop (min), speedup (max), area_mm2 (min), area <= 4
+    ref = [10.0, 1.0, 5.0]
+    # a front bunched at its low-speed-up end: 9 points there, 3 spread over the rest
+    sp = np.r_[np.linspace(1.10, 1.30, 9), 1.8, 2.4, 3.0]
+    ar = 0.2 + sp ** 1.2
+    metrics = {"accuracy_drop": np.full(len(sp), 1.0), "speedup": sp, "area_mm2": ar}
+    idx, _ = sub_front(spec, metrics, None)
+    assert len(idx) == len(sp)
+
+    def hv(sel):
+        return hypervolume_of(np.column_stack([metrics[m][list(sel)] for m in spec.metrics]), spec.directions, ref)
+
+    for k in (2, 3, 4):
+        thin, best = sub_front(spec, metrics, k, ref)
+        assert len(thin) == k
+        assert hv(thin) == pytest.approx(max(hv(c) for c in itertools.combinations(range(len(sp)), k)), rel=0.02)
+        even = np.unique(np.round(np.linspace(0, len(sp) - 1, k)).astype(int))  # the former rule
+        assert hv(thin) > hv(even)
+        assert best[1] == metrics["speedup"][thin].max()
+
+
 def load_study_text():
     import tomllib
 

@@ -14,7 +14,7 @@ splits the two; one step is one training setting:
    exhaustively when its grid has at most ``inner_points`` points, otherwise on ``inner_points`` random
    points (seeded); impossible hardware is skipped;
 4. the feasible hardware sub-front (non-dominated in the study's objectives, the training metrics held
-   fixed) is thinned to at most ``front_size`` points (evenly along the first hardware objective) and
+   fixed) is thinned to at most ``front_size`` points (the ones that hold the most of its hypervolume) and
    enters the main study in one batch, as ordinary complete trials recorded exactly as the joint objective
    records them (the same :func:`dse.search.study.trial_record` of the same evaluation ``dse evaluate`` runs), so
    ``pareto``, ``plot`` and ``export`` work unchanged and an export reproduces to the last digit;
@@ -116,12 +116,30 @@ def hardware_of(spec: StudySpec, params: dict) -> Hardware | None:
         return None
 
 
-def _thin(idx: np.ndarray, key: np.ndarray, k: int) -> np.ndarray:
-    if len(idx) <= k:
-        return idx
-    order = idx[np.argsort(key[idx], kind="stable")]
-    picks = np.unique(np.round(np.linspace(0, len(order) - 1, k)).astype(int))
-    return order[picks]
+def _thin(vals: np.ndarray, maxi: list[bool], reference: list[float] | None, k: int) -> np.ndarray:
+    """Which ``k`` of the non-dominated objective vectors ``vals`` (rows) to keep: the least hypervolume
+    contributors are dropped, a quarter of the surplus at a time (SMS-EMOA's reduction, batched), in the box
+    of ``reference`` (the study's) widened just past the points' worst values, so that every point, also one
+    beyond the study's reference, has a volume of its own. Objectives with one value (a setting's training
+    metrics) are left out. Row indices, in their original order."""
+    import moocore
+
+    n = len(vals)
+    if n <= k:
+        return np.arange(n)
+    x = np.where(maxi, -vals, vals)  # minimised
+    varied = x.max(axis=0) > x.min(axis=0)
+    x = x[:, varied]
+    if not x.shape[1]:  # every point the same: the first k
+        return np.arange(k)
+    worst = x.max(axis=0) + 1e-3 * (x.max(axis=0) - x.min(axis=0))
+    ref = worst if reference is None else np.maximum(np.where(maxi, -np.asarray(reference), reference)[varied],
+                                                     worst)
+    keep = np.arange(n)
+    while len(keep) > k:
+        c = moocore.hv_contributions(x[keep], ref=ref)
+        keep = np.delete(keep, np.argsort(c, kind="stable")[:max(1, (len(keep) - k) // 4)])
+    return keep
 
 
 def training_config(spec: StudySpec, tparams: dict):
@@ -141,12 +159,14 @@ def violation(spec: StudySpec, metrics: dict[str, np.ndarray]) -> np.ndarray:
     return viol
 
 
-def sub_front(spec: StudySpec, metrics: dict[str, np.ndarray], front_size: int | None
-              ) -> tuple[np.ndarray, list[float]]:
+def sub_front(spec: StudySpec, metrics: dict[str, np.ndarray], front_size: int | None,
+              reference: list[float] | None = None) -> tuple[np.ndarray, list[float]]:
     """What the hybrid enters for one training setting whose metrics over the hardware points are
     ``metrics`` (arrays (H,)): the indices of the feasible non-dominated points, thinned to at most
-    ``front_size`` evenly along the first hardware objective (None: not thinned), or the least-violating point
-    when none is feasible; and per objective the best value they reach (what the outer study is told)."""
+    ``front_size`` (None: not thinned) by dropping the least hypervolume contributors in the box of
+    ``reference`` (the study's hypervolume reference point, :func:`dse.search.study.hv_reference`; None: the
+    points' own worst values), or the least-violating point when none is feasible; and per objective the best
+    value they reach (what the outer study is told)."""
     import moocore
 
     maxi = [d == "maximize" for d in spec.directions]
@@ -154,10 +174,10 @@ def sub_front(spec: StudySpec, metrics: dict[str, np.ndarray], front_size: int |
     idx = np.flatnonzero(viol <= 0)
     if len(idx):
         vals = np.column_stack([metrics[m][idx] for m in spec.metrics])
-        idx = idx[moocore.is_nondominated(vals, maximise=maxi)]
-        hw = [m for m in spec.metrics if m in registry.per_hardware()]
+        nd = moocore.is_nondominated(vals, maximise=maxi)
+        idx, vals = idx[nd], vals[nd]
         if front_size is not None:
-            idx = _thin(idx, metrics[hw[0]] if hw else np.zeros(len(viol)), front_size)
+            idx = idx[_thin(vals, maxi, reference, front_size)]
     else:  # nothing feasible: enter the least-violating point, so the study records why
         idx = np.array([int(np.argmin(viol))])
     best = [float(np.max(metrics[m][idx]) if mx else np.min(metrics[m][idx])) for m, mx in zip(spec.metrics, maxi)]
@@ -295,6 +315,7 @@ class Hybrid(Strategy):
         self.dists = {n: distribution(k) for n, k in spec.space.searched()}
         self.repeats = 0  # consecutive training settings that brought nothing new
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
+        self._ref: list[float] | None = None
         self.entered = 0
 
     # -- one step: one training setting ------------------------------------------------------------------
@@ -378,7 +399,7 @@ class Hybrid(Strategy):
         hm = hardware_metrics(cfg, arr, gpf)
         # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
         metrics = {**{k: np.full(len(keep), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
-        idx, best = sub_front(spec, metrics, spec.front_size)
+        idx, best = sub_front(spec, metrics, spec.front_size, self._reference())
         feasible = bool(violation(spec, {m: metrics[m][idx] for m in metrics}).max() <= 0) if len(idx) else False
         record = registry.seed_record(sur["surrogate"])
         points = [candidate({"values": [metrics[m][i] for m in spec.metrics],
@@ -386,6 +407,14 @@ class Hybrid(Strategy):
                              "constraints": [0.0 if feasible else 1.0]}, {}, number=-1 - k)
                   for k, i in enumerate(idx)]
         return (sur, gpf, keep, metrics, idx, best), points
+
+    def _reference(self) -> list[float]:
+        """The study's hypervolume reference point (computed once: it costs the reference accelerator)."""
+        if self._ref is None:
+            from dse.search.study import hv_reference
+
+            self._ref = hv_reference(self.spec)
+        return self._ref
 
     def _candidates(self, seed: int) -> tuple[list[dict], HardwareArray | None]:
         """The possible hardware points to search (knob values, and their accelerators as one array); the
