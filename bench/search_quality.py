@@ -262,6 +262,9 @@ def ceiling(t: Truth, budgets: list[int]) -> dict:
             keep = [(g, i) for g, i in zip(gains, alive) if g > 0]
             if keep:
                 g, i = max(keep, key=lambda x: (x[0], -x[1]))
+            else:  # nothing promises more: a search with budget left trains the others anyway, in index order
+                i = next((j for j in range(len(pts)) if len(pts[j]) and j not in chosen), None)
+            if i is not None:
                 chosen.append(i)
                 front = nd(np.vstack([front, pts[i]]))
                 base = hypervolume_of(front, t.directions, t.ref)
