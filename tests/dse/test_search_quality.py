@@ -154,6 +154,11 @@ def test_thinning_keeps_the_points_that_hold_the_most_hypervolume():
         even = np.unique(np.round(np.linspace(0, len(sp) - 1, k)).astype(int))  # the former rule
         assert hv(thin) > hv(even)
         assert best[1] == metrics["speedup"][thin].max()
+    # a non-finite objective leaves no volume to measure: still k points, spread along the first that varies
+    from dse.search.strategies.hybrid import _thin
+
+    vals = np.column_stack([np.full(5, 1.0), np.linspace(1, 2, 5), np.r_[1.0, 2.0, 3.0, np.inf, 3.5]])
+    assert list(_thin(vals, [False, True, False], ref, 3)) == [0, 2, 4]
 
 
 def load_study_text():

@@ -128,6 +128,10 @@ def _thin(vals: np.ndarray, maxi: list[bool], reference: list[float] | None, k: 
     if n <= k:
         return np.arange(n)
     x = np.where(maxi, -vals, vals)  # minimised
+    if not np.isfinite(x).all():  # no volume to measure: evenly along the first objective that varies
+        col = next((c for c in range(x.shape[1]) if np.nanmax(x[:, c]) > np.nanmin(x[:, c])), 0)
+        order = np.argsort(x[:, col], kind="stable")
+        return np.sort(order[np.unique(np.round(np.linspace(0, n - 1, k)).astype(int))])
     varied = x.max(axis=0) > x.min(axis=0)
     x = x[:, varied]
     if not x.shape[1]:  # every point the same: the first k
