@@ -224,7 +224,7 @@ def recent_line(recent: dict) -> str:
     if recent["hypervolume"] <= 0:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
                 "trials): a starved search; give it more trials")
-    gain, n = recent["gain"], recent.get("settings", MIN_SETTINGS)
+    gain, n = recent["gain"], recent["settings"]
     if gain >= CONVERGED_GAIN:
         verdict = "still improving: a larger budget is likely to pay"
     elif n < MIN_SETTINGS:

@@ -170,6 +170,8 @@ class Runner:
         self.tracker = BudgetTracker(study)
         self.state = self.tracker.refresh()
         self.objective = trial_objective(spec, self)
+        #: the study's hypervolume reference point (costs the reference accelerator once per run)
+        self.reference = hv_reference(spec)
 
     def refresh(self) -> dict:
         self.state = self.tracker.refresh()
@@ -223,7 +225,7 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
                        heartbeat=heartbeat, sampler=sampler)
     runner = Runner(spec, study, url, budget, worker, heartbeat, sampler=sampler)
     strat = strategy_class(name)(spec, runner)
-    ref = hv_reference(spec)
+    ref = runner.reference
     fr = ProgressFront(spec, ref)
     interrupted = exhausted = False
     t0 = time.monotonic()

@@ -99,9 +99,9 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     url = storage_url(spec, storage, journal=True)
     check_cache()
     study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url), accept_changes=accept_changes)
-    tracker, fr = BudgetTracker(study), ProgressFront(spec, hv_reference(spec))
-    budget = spec.trials
     ref = hv_reference(spec)
+    tracker, fr = BudgetTracker(study), ProgressFront(spec, ref)
+    budget = spec.trials
     logdir = tempfile.mkdtemp(prefix="dse-workers-")
     procs: dict[int, subprocess.Popen] = {}
     next_index = workers

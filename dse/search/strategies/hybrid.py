@@ -319,7 +319,6 @@ class Hybrid(Strategy):
         self.dists = {n: distribution(k) for n, k in spec.space.searched()}
         self.repeats = 0  # consecutive training settings that brought nothing new
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
-        self._ref: list[float] | None = None
         self.entered = 0
 
     # -- one step: one training setting ------------------------------------------------------------------
@@ -403,7 +402,7 @@ class Hybrid(Strategy):
         hm = hardware_metrics(cfg, arr, gpf)
         # the training metrics (accuracy figures, gp_fraction) hold for every hardware point
         metrics = {**{k: np.full(len(keep), float(v)) for k, v in sur["metrics"].items() if k not in hm}, **hm}
-        idx, best = sub_front(spec, metrics, spec.front_size, self._reference())
+        idx, best = sub_front(spec, metrics, spec.front_size, self.runner.reference)
         feasible = bool(violation(spec, {m: metrics[m][idx] for m in metrics}).max() <= 0) if len(idx) else False
         record = registry.seed_record(sur["surrogate"])
         points = [candidate({"values": [metrics[m][i] for m in spec.metrics],
@@ -411,14 +410,6 @@ class Hybrid(Strategy):
                              "constraints": [0.0 if feasible else 1.0]}, {}, number=-1 - k)
                   for k, i in enumerate(idx)]
         return (sur, gpf, keep, metrics, idx, best), points
-
-    def _reference(self) -> list[float]:
-        """The study's hypervolume reference point (computed once: it costs the reference accelerator)."""
-        if self._ref is None:
-            from dse.search.study import hv_reference
-
-            self._ref = hv_reference(self.spec)
-        return self._ref
 
     def _candidates(self, seed: int) -> tuple[list[dict], HardwareArray | None]:
         """The possible hardware points to search (knob values, and their accelerators as one array); the
