@@ -47,6 +47,7 @@ curves (per run count) and a plot go to ``--out``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import math
@@ -551,14 +552,13 @@ def main() -> None:
         + "; by their expected values (additive fit of " + ", ".join(ceil["training_objectives"])
         + f": residual std {ceil['residual_std']} against the settings' spread {ceil['spread_std']}) "
         + ", ".join(f"{b} runs {v:.3f}" for b, v in ceil["expected"].items()))
-    joint = ["random", "tpe", "nsga2", "auto"]
-    try:
-        import torch  # noqa: F401  (Optuna's GP sampler needs it)
-
+    joint, outer = ["random", "tpe", "nsga2", "auto"], ["random", "tpe", "nsga2", "auto", "grid"]
+    if importlib.util.find_spec("torch") is not None:  # Optuna's GP sampler needs it
         joint.append("gp")
-    except ImportError:
-        log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed")
-    methods = a.methods or joint + [f"hybrid:{s}" for s in ("random", "tpe", "nsga2", "auto", "grid")]
+        outer.append("gp")
+    elif not a.methods:
+        log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed (pip install torch)")
+    methods = a.methods or joint + [f"hybrid:{s}" for s in outer]
     max_runs = max(a.budgets)
     max_trials = a.max_trials or spec.trials
     t1 = time.perf_counter()

@@ -66,6 +66,22 @@ def _auto(spec, seed: int):
     return AutoRuleSampler(seed=seed, population=spec.population, startup=spec.startup_trials or 10)
 
 
+def _gp(spec, seed: int):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        from dse.errors import UsageError
+
+        raise UsageError("sampler 'gp': Optuna's GPSampler needs torch, which is not installed (pip install torch; "
+                         "no GPU needed), or choose another sampler")
+    import optuna
+
+    # Gaussian-process regression with (log) expected hypervolume improvement for several objectives; reads the
+    # constraints the trials set (Trial.set_constraint), like the other samplers
+    return optuna.samplers.GPSampler(seed=seed, n_startup_trials=spec.startup_trials or 10,
+                                     warn_independent_sampling=False)
+
+
 def _grid(spec, seed: int):
     import optuna
 
@@ -75,6 +91,7 @@ def _grid(spec, seed: int):
 #: name -> factory(spec, seed) -> an Optuna sampler
 SAMPLERS: dict[str, Callable[[Any, int], Any]] = {
     "nsga2": _nsga2, "nsga3": _nsga3, "tpe": _tpe, "auto": _auto, "random": _random, "qmc": _qmc, "grid": _grid,
+    "gp": _gp,
 }
 
 

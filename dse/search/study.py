@@ -181,16 +181,16 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
                          "`dse run` first")
     if not create:
         url = readable_copy(url)  # a SQLite study on a read-only file system: read a private snapshot
+    # the sampler first: its own errors (an optional package missing) are not the storage's
+    smp = make_sampler(spec, spec.seed if seed is None else seed, sampler)
     st = open_storage(url, heartbeat=heartbeat)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
     try:
         if create:
             study = optuna.create_study(storage=st, study_name=spec.name, directions=spec.directions,
-                                        load_if_exists=True,
-                                        sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
+                                        load_if_exists=True, sampler=smp)
         else:
-            study = optuna.load_study(storage=st, study_name=spec.name,
-                                      sampler=make_sampler(spec, spec.seed if seed is None else seed, sampler))
+            study = optuna.load_study(storage=st, study_name=spec.name, sampler=smp)
     except KeyError:
         raise UsageError(f"study {spec.name!r} is not in {mask_url(url)}; run `dse run` first") from None
     except ValueError as e:

@@ -4,6 +4,8 @@ instance passed through the Python API."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import optuna
 import pytest
 
@@ -68,6 +70,8 @@ def test_an_option_of_no_strategy_is_refused_with_the_allowed_keys(tmp_path):
 def test_every_named_sampler_builds_and_an_injected_one_is_used(tmp_path, study_file):
     spec = load_study(study_file).with_overrides(trials=3)
     for name, make in SAMPLERS.items():
+        if name == "gp" and importlib.util.find_spec("torch") is None:  # optional: see the next test
+            continue
         assert isinstance(make(spec, 0), optuna.samplers.BaseSampler), name
 
     class Counting(optuna.samplers.RandomSampler):
@@ -81,6 +85,16 @@ def test_every_named_sampler_builds_and_an_injected_one_is_used(tmp_path, study_
     assert res["finished"] == 3 and Counting.calls >= 3 * len(spec.space.searched())
     with pytest.raises(UsageError, match="sampler: a sampler instance runs in this process only"):
         dse.run(spec, sampler=Counting(seed=0), workers=2)
+
+
+def test_the_gp_sampler_without_torch_is_refused_with_what_to_do(study_file, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    spec = load_study(study_file).with_overrides(trials=2, sampler="gp")
+    with pytest.raises(UsageError, match=r"sampler 'gp': Optuna's GPSampler needs torch.*pip install torch"):
+        SAMPLERS["gp"](spec, 0)
+    with pytest.raises(UsageError, match="^sampler 'gp'"):  # its own message, not the storage's
+        dse.run(spec)
 
 
 def test_a_sampler_that_is_neither_a_name_nor_an_optuna_sampler_is_refused(study_file):
