@@ -26,8 +26,8 @@ def colours(names: list[str]) -> dict[str, str]:
 
 #: search methods, each with its own colour (seaborn "colorblind" indices) in every figure
 #: (bench/search_quality.py): random grey, qmc cyan, grid yellow, tpe orange, nsga2 blue, nsga3 brown, auto
-#: purple, hybrid green
-METHODS = {"random": 7, "qmc": 9, "grid": 8, "tpe": 1, "nsga2": 0, "nsga3": 5, "auto": 4, "hybrid": 2}
+#: purple, gp pink, hybrid green
+METHODS = {"random": 7, "qmc": 9, "grid": 8, "tpe": 1, "nsga2": 0, "nsga3": 5, "auto": 4, "gp": 6, "hybrid": 2}
 
 
 def method_colours(names) -> dict[str, str]:

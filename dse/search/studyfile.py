@@ -3,7 +3,7 @@
 ```toml
 [study]
 name = "quickstart"         # the study's name in its storage
-sampler = "auto"            # auto (default), tpe, nsga2, nsga3, random, qmc, grid (dse.search.samplers)
+sampler = "auto"            # auto (default), tpe, nsga2, nsga3, random, qmc, grid, gp (torch) (dse.search.samplers)
 seed = 0
 trials = 60                 # the budget: finished trials (complete or failed) the study runs to
 seeds = 1                   # surrogate seeds per training setting (accuracy is their mean); or, adaptive:
