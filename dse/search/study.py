@@ -181,8 +181,10 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
                          "`dse run` first")
     if not create:
         url = readable_copy(url)  # a SQLite study on a read-only file system: read a private snapshot
-    # the sampler first: its own errors (an optional package missing) are not the storage's
-    smp = make_sampler(spec, spec.seed if seed is None else seed, sampler)
+    # the sampler first: its own errors (an optional package missing) are not the storage's. A study opened to
+    # read never samples: it gets a plain sampler, so viewing a 'gp' study needs no torch
+    s = spec.seed if seed is None else seed
+    smp = make_sampler(spec, s, sampler) if create or sampler is not None else optuna.samplers.RandomSampler(seed=s)
     st = open_storage(url, heartbeat=heartbeat)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
     try:

@@ -95,6 +95,9 @@ def test_the_gp_sampler_without_torch_is_refused_with_what_to_do(study_file, mon
         SAMPLERS["gp"](spec, 0)
     with pytest.raises(UsageError, match="^sampler 'gp'"):  # its own message, not the storage's
         dse.run(spec)
+    # a study searched with another sampler, then named 'gp' in its file: it can still be read without torch
+    dse.run(spec.with_overrides(sampler="random"))
+    assert len(dse.open_study(spec).points()) == 2
 
 
 def test_a_sampler_that_is_neither_a_name_nor_an_optuna_sampler_is_refused(study_file):
