@@ -482,7 +482,8 @@ def main() -> None:
     ap.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     ap.add_argument("--methods", nargs="+", default=None,
                     help="joint sampler names and hybrid:<sampler> (variants tpe-sN, nsga2-pN, auto-sN); default: "
-                         "every sampler but qmc and nsga3, gp only when torch is installed")
+                         "random tpe nsga2 auto, and the hybrid with each and with grid; gp in both when torch is "
+                         "installed")
     ap.add_argument("--max-trials", type=int, default=None,
                     help="a joint method's trials at most (default: the study's trial budget, [study] trials)")
     ap.add_argument("--workers", type=int, default=1, help="hybrid: settings asked before they are told")
