@@ -511,6 +511,18 @@ def main() -> None:
     except UsageError as e:
         print(f"search_quality: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    # the methods, checked before any work: gp needs torch (Optuna imports it only when it first samples)
+    joint, outer = ["random", "tpe", "nsga2", "auto"], ["random", "tpe", "nsga2", "auto", "grid"]
+    has_torch = importlib.util.find_spec("torch") is not None
+    if has_torch:
+        joint.append("gp")
+        outer.append("gp")
+    elif not a.methods:
+        log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed (pip install torch)")
+    methods = a.methods or joint + [f"hybrid:{s}" for s in outer]
+    if not has_torch and any(m.rpartition(":")[2].partition("-")[0] == "gp" for m in methods):
+        print("search_quality: error: --methods: gp needs torch (pip install torch; no GPU needed)", file=sys.stderr)
+        raise SystemExit(2)
     import pandas as pd
     from joblib import Parallel, delayed
 
@@ -554,13 +566,6 @@ def main() -> None:
         + "; by their expected values (additive fit of " + ", ".join(ceil["training_objectives"])
         + f": residual std {ceil['residual_std']} against the settings' spread {ceil['spread_std']}) "
         + ", ".join(f"{b} runs {v:.3f}" for b, v in ceil["expected"].items()))
-    joint, outer = ["random", "tpe", "nsga2", "auto"], ["random", "tpe", "nsga2", "auto", "grid"]
-    if importlib.util.find_spec("torch") is not None:  # Optuna's GP sampler needs it
-        joint.append("gp")
-        outer.append("gp")
-    elif not a.methods:
-        log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed (pip install torch)")
-    methods = a.methods or joint + [f"hybrid:{s}" for s in outer]
     max_runs = max(a.budgets)
     max_trials = a.max_trials or spec.trials
     t1 = time.perf_counter()

@@ -67,13 +67,14 @@ def _auto(spec, seed: int):
 
 
 def _gp(spec, seed: int):
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
+    try:  # Optuna imports torch only when the sampler first samples: check it now, with a message
+        import torch  # noqa: F401
+    except Exception as e:  # not installed, or installed but broken
         from dse.errors import UsageError
 
-        raise UsageError("sampler 'gp': Optuna's GPSampler needs torch, which is not installed (pip install torch; "
-                         "no GPU needed), or choose another sampler")
+        why = "is not installed" if isinstance(e, ModuleNotFoundError) else f"cannot be imported ({e})"
+        raise UsageError(f"sampler 'gp': Optuna's GPSampler needs torch, which {why} (pip install torch; no GPU "
+                         "needed), or choose another sampler") from None
     import optuna
 
     # Gaussian-process regression with (log) expected hypervolume improvement for several objectives; reads the

@@ -239,3 +239,14 @@ def test_startup_trials_reach_tpe_and_auto_and_bad_values_are_refused(tmp_path):
     assert SAMPLERS["tpe"](load_study(write_study(tmp_path, FAST_STUDY)), 0)._n_startup_trials == 10
     with pytest.raises(UsageError, match="study.startup_trials"):
         load_study(write_study(tmp_path, edit("population = 4", "population = 4\nstartup_trials = 0")))
+
+
+def test_the_bench_refuses_gp_without_torch_before_any_work(monkeypatch, capsys, tmp_path):
+    sq = _bench()
+    monkeypatch.setattr(sq.importlib.util, "find_spec", lambda name, package=None: None if name == "torch" else 1)
+    monkeypatch.setattr(sq, "Truth", lambda *a, **k: pytest.fail("the truth was built before the check"))
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["search_quality.py", "--truth", "--methods", "tpe", "hybrid:gp-s3"])
+    with pytest.raises(SystemExit) as e:
+        sq.main()
+    assert e.value.code == 2 and "gp needs torch" in capsys.readouterr().err

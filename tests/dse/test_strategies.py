@@ -5,6 +5,7 @@ instance passed through the Python API."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import optuna
 import pytest
@@ -70,7 +71,7 @@ def test_an_option_of_no_strategy_is_refused_with_the_allowed_keys(tmp_path):
 def test_every_named_sampler_builds_and_an_injected_one_is_used(tmp_path, study_file):
     spec = load_study(study_file).with_overrides(trials=3)
     for name, make in SAMPLERS.items():
-        if name == "gp" and importlib.util.find_spec("torch") is None:  # optional: see the next test
+        if name == "gp" and importlib.util.find_spec("torch") is None:  # optional: see the test below
             continue
         assert isinstance(make(spec, 0), optuna.samplers.BaseSampler), name
 
@@ -88,8 +89,7 @@ def test_every_named_sampler_builds_and_an_injected_one_is_used(tmp_path, study_
 
 
 def test_the_gp_sampler_without_torch_is_refused_with_what_to_do(study_file, monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed: importing it raises ImportError
     spec = load_study(study_file).with_overrides(trials=2, sampler="gp")
     with pytest.raises(UsageError, match=r"sampler 'gp': Optuna's GPSampler needs torch.*pip install torch"):
         SAMPLERS["gp"](spec, 0)
