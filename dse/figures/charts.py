@@ -40,9 +40,10 @@ def method_colours(names) -> dict[str, str]:
     out, seen = {}, {}
     for n in sorted(names, key=str):
         fam = str(n).split()[0]
-        i = METHODS.get(fam, 3 + 1 * (len(out) % 2) * 3)  # red or pink for a method not listed
-        k = seen.get(fam, 0)
-        seen[fam] = k + 1
+        i = METHODS.get(fam, 3)  # red, the one colour no listed method has, for a method not listed
+        key = fam if fam in METHODS else None  # unlisted labels share red, each a darker shade
+        k = seen.get(key, 0)
+        seen[key] = k + 1
         out[n] = mc.to_hex(np.array(mc.to_rgb(pal[i])) * (1 - min(0.4 * k, 0.8)))
     return out
 

@@ -183,3 +183,12 @@ def test_quickstart_like_plots_have_no_overlapping_text_and_units_on_ticks(cli, 
             assert n < 8 and "Warning" in joined and warned and f"only {n} distinct training settings" in warned[0]
         plt.close(fig)
     assert seen == {"objectives", "front-parallel", "energy", "hypervolume", "importance"}
+
+
+def test_every_method_has_its_own_colour_and_unlisted_ones_distinct_shades_of_another():
+    from dse.figures.charts import METHODS, method_colours
+
+    listed = method_colours(list(METHODS))
+    assert len(set(listed.values())) == len(METHODS)
+    extra = method_colours([*METHODS, "mine", "theirs"])
+    assert extra["mine"] != extra["theirs"] and not {extra["mine"], extra["theirs"]} & set(listed.values())
