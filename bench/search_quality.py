@@ -47,7 +47,6 @@ curves (per run count) and a plot go to ``--out``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import math
@@ -511,17 +510,22 @@ def main() -> None:
     except UsageError as e:
         print(f"search_quality: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    # the methods, checked before any work: gp needs torch (Optuna imports it only when it first samples)
+    # the methods, checked before any work: dse's own gp sampler says whether it can run here (torch)
+    from dse.search.samplers import SAMPLERS
+
     joint, outer = ["random", "tpe", "nsga2", "auto"], ["random", "tpe", "nsga2", "auto", "grid"]
-    has_torch = importlib.util.find_spec("torch") is not None
-    if has_torch:
+    try:
+        SAMPLERS["gp"](spec, 0)
+        gp_error = None
         joint.append("gp")
         outer.append("gp")
-    elif not a.methods:
-        log("  GP sampler skipped: Optuna's GPSampler needs torch, which is not installed (pip install torch)")
+    except UsageError as e:
+        gp_error = str(e)
+        if not a.methods:
+            log(f"  GP sampler skipped: {gp_error}")
     methods = a.methods or joint + [f"hybrid:{s}" for s in outer]
-    if not has_torch and any(m.rpartition(":")[2].partition("-")[0] == "gp" for m in methods):
-        print("search_quality: error: --methods: gp needs torch (pip install torch; no GPU needed)", file=sys.stderr)
+    if gp_error and any(m.rpartition(":")[2].partition("-")[0] == "gp" for m in methods):
+        print(f"search_quality: error: --methods: {gp_error}", file=sys.stderr)
         raise SystemExit(2)
     import pandas as pd
     from joblib import Parallel, delayed

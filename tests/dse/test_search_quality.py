@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -243,10 +244,10 @@ def test_startup_trials_reach_tpe_and_auto_and_bad_values_are_refused(tmp_path):
 
 def test_the_bench_refuses_gp_without_torch_before_any_work(monkeypatch, capsys, tmp_path):
     sq = _bench()
-    monkeypatch.setattr(sq.importlib.util, "find_spec", lambda name, package=None: None if name == "torch" else 1)
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed: importing it raises ImportError
     monkeypatch.setattr(sq, "Truth", lambda *a, **k: pytest.fail("the truth was built before the check"))
     monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr("sys.argv", ["search_quality.py", "--truth", "--methods", "tpe", "hybrid:gp-s3"])
     with pytest.raises(SystemExit) as e:
         sq.main()
-    assert e.value.code == 2 and "gp needs torch" in capsys.readouterr().err
+    assert e.value.code == 2 and "GPSampler needs torch" in capsys.readouterr().err
