@@ -25,6 +25,9 @@ def run(
     study_file: Path = STUDY_ARG,
     trials: Optional[int] = typer.Option(None, "--trials", "-n",
                                          help="Trial budget (finished trials), overriding [study] trials."),
+    runs: Optional[int] = typer.Option(None, "--runs", help="Training budget of the hybrid strategy: surrogate "
+                                       "runs the trained settings may hold (a setting on 3 seeds counts 3), "
+                                       "overriding [study] runs."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop after this many seconds."),
     sampler: Optional[str] = typer.Option(None, "--sampler",
                                           help=f"{', '.join(SAMPLERS)}, overriding the file."),
@@ -51,7 +54,7 @@ def run(
     if timeout is not None and not timeout >= 0:
         raise UsageError(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
     spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
-                                            workers=workers)
+                                            workers=workers, runs=runs)
     workers = spec.workers
     import dse  # after the file is checked: a bad file fails without importing Optuna
 
@@ -105,7 +108,7 @@ def run(
         if summary:
             typer.echo(f"{spec.name}: {summary}")
     if res.get("exhausted"):
-        typer.echo(strategy_class(res.get("strategy", spec.strategy)).stop_reason, err=True)
+        typer.echo(res.get("stop_reason") or strategy_class(res.get("strategy", spec.strategy)).stop_reason, err=True)
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
         raise typer.Exit(130)
@@ -376,6 +379,8 @@ def worker(
                                                         "seed + 1000 x index (+ trials done so far)."),
     trials: Optional[int] = typer.Option(None, "--trials", "-n", min=1, help="The shared trial budget "
                                                                            "(default: the file's)."),
+    runs: Optional[int] = typer.Option(None, "--runs", help="The hybrid's shared training budget in surrogate "
+                                                            "runs (default: the file's [study] runs)."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help=f"{', '.join(SAMPLERS)}, overriding the file."),
     seed: Optional[int] = typer.Option(None, "--seed", help="The study's seed, overriding the file."),
     heartbeat: Optional[int] = typer.Option(None, "--heartbeat", min=1,
@@ -404,7 +409,8 @@ def worker(
     from dse.config.values import check_number
 
     check_number(index, "--index")
-    spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy)
+    spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
+                                                runs=runs)
     url = storage_url(spec, storage)
     hb = heartbeat if heartbeat is not None else default_heartbeat(url)
     if os.environ.get("DSE_PARENT_PID", "").isdigit():  # started by `dse run --workers`: stop with it

@@ -237,11 +237,13 @@ def recent_line(recent: dict) -> str:
 
 
 def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
-    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons
-    (``study``: the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
+    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons, the
+    strategy's own line (hybrid: settings trained, the surrogate runs they hold, the run budget) (``study``:
+    the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
     from optuna.trial import TrialState
 
     from dse.search.pareto import front, recent_gain
+    from dse.search.strategies import strategy_class
     from dse.search.study import hv_reference, load_points, mask_url, open_study, storage_url
 
     if study is None:
@@ -269,6 +271,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],
         "failures": reasons,
+        **({"training": summary} if (summary := strategy_class(spec.strategy).run_summary(spec, study)) else {}),
     }
 
 

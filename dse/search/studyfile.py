@@ -230,7 +230,7 @@ class StudySpec:
         spec = replace(self, **kw)
         if spec.sampler == "grid":
             _check_grid(spec.space)
-        if "strategy" in kw:
+        if "strategy" in kw or opts:
             STRATEGIES[spec.strategy].validate(spec)
         return spec
 

@@ -63,7 +63,7 @@ def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> s
     only at exit could fill up and block the worker)."""
     cmd = [sys.executable, "-m", "dse.cli", "worker", str(spec.path), "--storage", url, "--index", str(index),
            "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--strategy",
-           spec.strategy, "--quiet"]
+           spec.strategy, "--quiet"] + (["--runs", str(spec.runs)] if spec.runs is not None else [])
     env = dict(os.environ)
     env.pop("DSE_STORAGE", None)
     env["DSE_PARENT_PID"] = str(os.getpid())  # the worker stops when this process is gone

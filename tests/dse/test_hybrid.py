@@ -140,5 +140,7 @@ def test_a_trained_setting_whose_points_could_not_enter_is_marked_and_counted(st
     main = {t.user_attrs.get("training_trial") for t in open_study(spec, create=False).get_trials()}
     assert marked[0].number not in main
     line = next(ln for ln in r.stdout.splitlines() if "training settings trained" in ln)
-    assert f"{len(trained)} training settings trained, {len(trained) - 1} of them with points" in line
+    runs = sum(t.user_attrs["seeds"] for t in trained)
+    assert (f"{len(trained)} training settings trained on {runs} surrogate runs, {len(trained) - 1} of them with "
+            "points") in line
     assert "1 entered none" in line

@@ -246,3 +246,106 @@ def test_a_setting_resumes_from_the_seeds_in_the_cache(tmp_path, monkeypatch):
     assert start_seeds(spec, cfg.training, spec.needed_metrics) == 2
     fixed = spec.with_overrides(seeds=1)  # a fixed number of seeds ignores the cache's extra ones
     assert start_seeds(fixed, cfg.training, fixed.needed_metrics) == 1
+
+
+RUN_BUDGET = with_strategy(ADAPTIVE, "hybrid", front_size=3, runs=7).replace(
+    "pred_width = [8, 32]", "pred_width = [8, 32]\ngp_fraction = [0.2, 0.5]").replace("trials = 12", "trials = 1000")
+
+
+def _outer(spec, study):
+    return optuna.load_study(study_name=f"{spec.name}.training", storage=study._storage)
+
+
+def _held(outer):
+    """The surrogate runs the trained settings of an outer study hold, and the settings."""
+    trained = [t for t in outer.trials if t.user_attrs.get("trained")]
+    return sum(t.user_attrs["seeds"] for t in trained), [tuple(sorted(t.params.items())) for t in trained]
+
+
+def test_the_run_budget_holds_the_extra_seeds_and_ends_the_run(tmp_path):
+    """[study] runs: the settings' seeds (extra ones included) never exceed it; the run ends when no further
+    setting fits, long before the trial budget, says why, and a second run trains nothing more."""
+    import dse
+    from dse.search.pareto import front
+    from dse.search.strategies.hybrid import Hybrid
+    from dse.search.study import load_points
+
+    path = write_study(tmp_path, RUN_BUDGET)
+    spec = load_study(path)
+    res = dse.run(spec, quiet=True)
+    assert res["exhausted"] and "run budget" in res["stop_reason"] and res["finished"] < 1000
+    spec, study = _trials(path)
+    held, settings = _held(_outer(spec, study))
+    assert res["training_runs"] == held
+    assert held <= 7 and (held + 3 > 7 or len(settings) == 4)  # spent, or every setting of the space trained
+    assert len(settings) == len(set(settings)) >= 2
+    fr = front(load_points(study, spec), spec.directions)
+    assert fr and all(p.metrics["seeds"] == 3 for p in fr)
+    assert f"trained on {held} surrogate runs (run budget 7" in Hybrid.run_summary(spec, study)
+    assert dse.open_study(spec).status()["training"] == Hybrid.run_summary(spec, study)  # `dse status` says it too
+    again = dse.run(spec, quiet=True)  # resumed: the budget is spent already
+    assert again["finished"] == res["finished"] and _held(_outer(spec, study))[0] == held
+
+
+def test_workers_share_the_run_budget_without_exceeding_it(tmp_path):
+    import dse
+    from dse.search.study import open_study, storage_url
+
+    path = write_study(tmp_path, RUN_BUDGET)
+    spec = load_study(path)
+    res = dse.run(spec, workers=2, quiet=True)
+    assert not res["worker_errors"] and res["finished"] < 1000
+    study = open_study(spec, storage_url(spec, None, journal=True), create=False)
+    held, settings = _held(_outer(spec, study))
+    assert held <= 7 and (held + 3 > 7 or len(settings) == 4)
+    assert len(settings) == len(set(settings))
+
+
+def test_the_run_budget_counts_finished_settings_and_reserves_running_ones():
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from dse.search.strategies.hybrid import training_runs
+
+    spec = load_study_from(RUN_BUDGET)
+    d = {"training.pred_width": CategoricalDistribution([8, 32])}
+
+    def trial(number, state, **attrs):
+        t = create_trial(state=state, values=[0.0, 1.0, 1.0] if state == TrialState.COMPLETE else None,
+                         params={"training.pred_width": 8}, distributions=d, user_attrs=attrs)
+        t.number = number
+        return t
+
+    trials = [trial(0, TrialState.COMPLETE, trained=True, seeds=3),
+              trial(1, TrialState.COMPLETE, same_as=0),            # not trained again: costs nothing
+              trial(2, TrialState.FAIL, trained=True),             # failed after training: seeds_min
+              trial(3, TrialState.PRUNED, fail_reason="claimed"),  # claimed by another worker: nothing
+              trial(4, TrialState.RUNNING), trial(6, TrialState.RUNNING)]
+    assert training_runs(spec, trials) == (4, 2)
+    assert training_runs(spec, trials, before=5) == (4, 1)  # only the claims made before trial 5
+
+
+@pytest.mark.parametrize("runs,ok", [(2, False), (3, True)])
+def test_a_run_budget_below_seeds_max_is_refused(tmp_path, runs, ok):
+    path = write_study(tmp_path, RUN_BUDGET.replace("runs = 7", f"runs = {runs}"))
+    if ok:
+        assert load_study(path).runs == runs
+    else:
+        with pytest.raises(UsageError, match="study.runs: 2 surrogate runs cannot hold one setting"):
+            load_study(path)
+
+
+def test_runs_on_the_command_line_overrides_the_file_and_reaches_the_workers(tmp_path, cli):
+    """`dse run --runs N` (one line, exit 2 when it cannot hold one setting) and, with workers, every worker
+    gets it: the settings trained hold at most N runs."""
+    from dse.search.study import open_study, storage_url
+
+    path = write_study(tmp_path, RUN_BUDGET)
+    r = cli("run", path, "--runs", "2", "--quiet")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "study.runs: 2 surrogate runs" in r.stderr
+    r = cli("run", path, "--runs", "3", "--workers", "2", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "(run budget 3, spent)" in r.stdout
+    spec = load_study(path)
+    held, settings = _held(_outer(spec, open_study(spec, storage_url(spec, None, journal=True), create=False)))
+    assert held == 3 and len(settings) == 1

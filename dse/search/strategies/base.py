@@ -12,7 +12,8 @@ it:
 * ``helper_studies(name)``: the names of the other Optuna studies it keeps beside the main one;
 * ``importance_points(spec, study)``: the points parameter importance is computed over (None: the study's
   trials, with Optuna's fANOVA);
-* ``stop_reason``: what the run summary says when :meth:`Strategy.step` returned False.
+* ``stop_reason``: what the run summary says when :meth:`Strategy.step` returned False (unless the run's
+  ``figures()`` give a ``stop_reason`` of their own).
 
 At run time ``__init__(spec, runner)`` (the runner: the open main study, its budget, the storage URL),
 ``step()`` (one unit of work; False when nothing is left to propose), ``figures()`` (extra figures for the

@@ -22,7 +22,13 @@ splits the two; one step is one training setting:
 
 The budget counts main-study trials, as for a joint search, and is met exactly by several workers
 (``dse run --workers N``, ``dse worker`` on many machines): each batch is admitted trial by trial by
-:meth:`dse.search.runner.Runner.admit`. The outer trial runs inside Optuna's ``optimize``, so on PostgreSQL a
+:meth:`dse.search.runner.Runner.admit`. A study may also give a *training* budget, ``[study] runs``: the
+surrogate runs its settings may rest on (a setting on n seeds counts n, its replicates included), so that
+adaptive seeds (:mod:`dse.search.replication`) are spent within the budget rather than on top of it. A setting
+is started only while the runs the finished settings hold, plus ``seeds_max`` for each setting being trained
+(by any worker, claimed earlier), leave ``seeds_max`` for it: the budget is never exceeded and the last
+setting can still get every seed it needs. When no further setting fits the run ends, whatever the trial
+budget says. The outer trial runs inside Optuna's ``optimize``, so on PostgreSQL a
 dead worker's setting stops beating and is retried by another worker (on one machine: by process id).
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -54,13 +61,17 @@ if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec
 
 __all__ = ["Hybrid", "hardware_candidates", "hardware_of", "training_config", "violation", "sub_front", "costed_points",
-           "TRAINING_SUFFIX", "MAX_REPEATS"]
+           "TRAINING_SUFFIX", "MAX_REPEATS", "training_runs"]
 
 #: the outer study's name is the main study's plus this
 TRAINING_SUFFIX = ".training"
 
 #: training settings in a row that bring nothing new before the run ends (the space is exhausted)
 MAX_REPEATS = 50
+
+#: seconds a worker waits before it looks again whether settings other workers are training left room in the
+#: run budget (as the runner polls for the last trials of the trial budget)
+WAIT_S = 0.5
 
 
 
@@ -239,6 +250,9 @@ class Hybrid(Strategy):
                help="hardware points costed per training setting when the hardware grid is larger"),
         Option("front_size", int, 8, low=1, high=1000,
                help="at most this many sub-front points of each setting enter the study as trials"),
+        Option("runs", int, None, low=1, high=1_000_000,
+               help="training budget: surrogate runs the trained settings may rest on (a setting on n seeds "
+                    "counts n); the run ends when no further setting fits, before the trial budget if need be"),
     )
     stop_reason = (f"the hybrid search stopped early: {MAX_REPEATS} training settings in a row brought no "
                    "hardware point that is not in the study already (the space is exhausted for this budget)")
@@ -248,6 +262,10 @@ class Hybrid(Strategy):
         if spec.base.parallel is not None:
             raise UsageError("study.strategy: the hybrid strategy costs hardware points on one accelerator; a "
                              "study with a [parallel] table needs strategy = \"joint\"")
+        if spec.runs is not None and spec.runs < spec.seeds_max:
+            raise UsageError(f"study.runs: {spec.runs} surrogate runs cannot hold one setting on its "
+                             f"{spec.seeds_max} seeds (seeds_max); give at least {spec.seeds_max}, or no runs "
+                             "(the trial budget alone)")
 
     @classmethod
     def helper_studies(cls, study_name: str) -> list[str]:
@@ -268,7 +286,11 @@ class Hybrid(Strategy):
         entered = {t.user_attrs.get("training_trial") for t in study.get_trials(deepcopy=False)
                    if t.state.name == "COMPLETE"}
         n_in = sum(1 for t in trained if t.number in entered)
-        out = f"{len(trained)} training settings trained, {n_in} of them with points in the study"
+        used, _ = training_runs(spec, outer.get_trials(deepcopy=False))
+        out = (f"{len(trained)} training settings trained on {used} surrogate runs"
+               + (f" (run budget {spec.runs}{', spent' if used + spec.seeds_max > spec.runs else ''})"
+                  if spec.runs is not None else "")
+               + f", {n_in} of them with points in the study")
         if n_in < len(trained):
             out += (f"; {len(trained) - n_in} entered none (budget reached, or every point already in the study: "
                     f"marked entered_points = 0 in the study {spec.name}{TRAINING_SUFFIX})")
@@ -320,6 +342,7 @@ class Hybrid(Strategy):
         self.repeats = 0  # consecutive training settings that brought nothing new
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
         self.entered = 0
+        self.spent = False  # the run budget ([study] runs) holds no further setting
 
     # -- one step: one training setting ------------------------------------------------------------------
     def step(self) -> bool:
@@ -328,6 +351,14 @@ class Hybrid(Strategy):
         from dse.search.study import recover_dead_workers
 
         recover_dead_workers(self.outer)
+        if self.spec.runs is not None:
+            used, busy = training_runs(self.spec, self.outer.get_trials(deepcopy=False))
+            if used + self.spec.seeds_max > self.spec.runs:
+                self.spent = True
+                return False  # no further setting fits the run budget
+            if used + (busy + 1) * self.spec.seeds_max > self.spec.runs:
+                time.sleep(WAIT_S)  # settings being trained elsewhere may leave room: wait for them
+                return True
         if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             taken = {_key(t.params) for t in self.outer.get_trials(deepcopy=False)
                      if t.state != TrialState.FAIL or t.user_attrs.get("fail_reason")}
@@ -359,6 +390,12 @@ class Hybrid(Strategy):
         if busy:
             ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
             raise optuna.TrialPruned("claimed by another worker")
+        if spec.runs is not None:  # another worker may have claimed the room step() saw: earlier claims first
+            used, earlier = training_runs(spec, self.outer.get_trials(deepcopy=False), before=ot.number)
+            if used + (earlier + 1) * spec.seeds_max > spec.runs:
+                ot.set_user_attr("fail_reason", f"the run budget ({spec.runs} surrogate runs) was held by settings "
+                                 "claimed earlier")
+                raise optuna.TrialPruned("run budget held by earlier claims")
         ot.set_user_attr("trained", True)
         try:
             base = training_config(spec, tparams)
@@ -470,8 +507,30 @@ class Hybrid(Strategy):
         return admitted
 
     def figures(self) -> dict:
-        trained = sum(1 for t in self.outer.get_trials(deepcopy=False) if t.user_attrs.get("trained"))
-        return {"surrogate_runs": trained}
+        trials = self.outer.get_trials(deepcopy=False)
+        out = {"surrogate_runs": sum(1 for t in trials if t.user_attrs.get("trained")),
+               "training_runs": training_runs(self.spec, trials)[0]}
+        if self.spent:
+            out["stop_reason"] = (f"the hybrid search ended at its run budget: {out['training_runs']} of "
+                                  f"{self.spec.runs} surrogate runs (study.runs) are held by its settings, and a "
+                                  f"further setting may need {self.spec.seeds_max}")
+        return out
+
+
+def training_runs(spec, outer_trials, before: int | None = None) -> tuple[int, int]:
+    """The run budget's bookkeeping over the outer study's trials: the surrogate runs the finished trained
+    settings hold (a setting on n seeds counts n; one that failed after training counts its seeds, or
+    ``seeds_min``), and how many settings are being trained (running outer trials; only those numbered
+    below ``before`` when given: the claims made earlier), each of which may take ``seeds_max``."""
+    from optuna.trial import TrialState
+
+    used = busy = 0
+    for t in outer_trials:
+        if t.state == TrialState.RUNNING:
+            busy += before is None or t.number < before
+        elif t.user_attrs.get("trained") and t.state in (TrialState.COMPLETE, TrialState.FAIL):
+            used += int(t.user_attrs.get("seeds", spec.seeds))
+    return used, busy
 
 
 def _key(params: dict) -> tuple:
