@@ -20,7 +20,8 @@ are judged on independent seeds, 0-2: the hypervolume, as a share of the true fr
 space on seeds 0-2, ``bench/search_quality.py``'s truth), of the feasible points of the whole hardware grid of
 (a) every setting it trained and (b) the settings on its noise-aware front, with their seeds-0-2 values; and
 how far the accuracy it reported for its front's settings is from their seeds-0-2 values (the mean error: a
-front chosen on noisy values flatters its points, the winner's curse; and the root mean square). The
+front chosen on noisy values flatters its points, the winner's curse; beside it the same mean over every
+setting it trained, what its seeds differ from seeds 0-2 by in common; and the root mean square). The
 truth trains seeds 0-2 of every setting unless the surrogate cache (``DSE_CACHE_DIR``) holds them (about 20
 minutes on 2 cores cold; ``--jobs``).
 """
@@ -35,10 +36,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+_ENV = threading.Lock()
 
 
 def variant(text: str, name: str, *, adaptive: bool, first_seed: int, seed: int | None = None) -> str:
@@ -87,14 +90,17 @@ def run(text: str, folder: Path, workers: int | None = None, data: Path | None =
     if r.returncode != 0:
         raise SystemExit(f"dse run failed ({r.returncode}): {r.stderr.strip()}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    before = os.environ.get("DSE_CACHE_DIR")
-    os.environ["DSE_CACHE_DIR"] = env["DSE_CACHE_DIR"]
-    spec = load_study(path)
-    pts = load_points(open_study(spec, create=False), spec)
-    if before is None:
-        os.environ.pop("DSE_CACHE_DIR")
-    else:
-        os.environ["DSE_CACHE_DIR"] = before
+    with _ENV:  # the study's points are read with its cache (--judge runs searches in threads)
+        before = os.environ.get("DSE_CACHE_DIR")
+        os.environ["DSE_CACHE_DIR"] = env["DSE_CACHE_DIR"]
+        try:
+            spec = load_study(path)
+            pts = load_points(open_study(spec, create=False), spec)
+        finally:
+            if before is None:
+                os.environ.pop("DSE_CACHE_DIR")
+            else:
+                os.environ["DSE_CACHE_DIR"] = before
     fr = front(pts, spec.directions)
     aware = noise_aware_front(pts, spec.metrics, spec.directions)
     runs = sum(1 for _ in (folder / "cache").rglob("*.json")) if cache is None else None
@@ -103,6 +109,7 @@ def run(text: str, folder: Path, workers: int | None = None, data: Path | None =
 
     acc = next((m for m in spec.metrics if m in registry.seeded()), None)
     return {"front_accuracy": {_setting(p): float(p.metrics[acc]) for p in fr} if acc else {}, "accuracy_metric": acc,
+            "accuracy": {_setting(p): float(p.metrics[acc]) for p in pts} if acc else {},
             "wall_s": round(wall, 1), "surrogate_runs": runs, "front": len(fr), "distinguishable": len(aware),
             "front_seeds_min": min(seeds), "front_seeds_max": max(seeds),
             "settings": sorted({_setting(p) for p in pts}), "aware_settings": sorted({_setting(p) for p in aware})}
@@ -150,21 +157,24 @@ def judge(study: Path, text: str, tmp: Path, data: Path, n: int, jobs: int, quie
         pts = truth.values[idx][truth.feasible[idx]]
         return hypervolume_of(pts, truth.directions, truth.ref) / truth.hv
 
-    def errors(r: dict) -> np.ndarray:
-        """Per front setting: its accuracy metric as the search reported it minus its value on seeds 0-2."""
+    def errors(r: dict, which: str = "front_accuracy") -> np.ndarray:
+        """Per front setting (``which = "accuracy"``: per trained setting): its accuracy metric as the search
+        reported it minus its value on seeds 0-2."""
         if not r["accuracy_metric"]:
             return np.array([])
         k = spec.metrics.index(r["accuracy_metric"])
         return np.array([v - truth.values[truth.setting_index[tuple(json.loads(x)[n] for n in truth.train_knobs)], 0, k]
-                         for x, v in r["front_accuracy"].items()])
+                         for x, v in r[which].items()])
 
     out: dict = {"truth_hv": truth.hv, "search_s": round(search_s, 1), "truth_s": round(truth_s, 1)}
-    keys = ("share_trained", "share_aware_front", "front_bias", "front_rmse")
+    keys = ("share_trained", "share_aware_front", "front_bias", "trained_bias", "front_rmse")
     for label in ("one_seed", "adaptive"):
         rows = [{"seed": s, "settings": len(r["settings"]), "aware_settings": len(r["aware_settings"]),
                  "share_trained": round(hv_share(r["settings"]), 4),
                  "share_aware_front": round(hv_share(r["aware_settings"]), 4),
                  "front_bias": round(float(errors(r).mean()), 3),
+                 # the same over every trained setting: what the search's seeds differ from 0-2 by in common
+                 "trained_bias": round(float(errors(r, "accuracy").mean()), 3),
                  "front_rmse": round(float(np.sqrt((errors(r) ** 2).mean())), 3)}
                 for (lab, _, s), r in found.items() if lab == label]
         out[label] = {"searches": rows, **{f"{k}_mean": round(float(np.mean([r[k] for r in rows])), 4)
@@ -178,7 +188,8 @@ def judge(study: Path, text: str, tmp: Path, data: Path, n: int, jobs: int, quie
                   f"{o['share_trained_mean']:.3f} +- {o['share_trained_std'] or 0:.3f}, the noise-aware front's "
                   f"settings {o['share_aware_front_mean']:.3f} +- {o['share_aware_front_std'] or 0:.3f}; the front "
                   f"settings' accuracy as reported minus on seeds 0-2: mean {o['front_bias_mean']:+.2f} +- "
-                  f"{o['front_bias_std'] or 0:.2f}, root mean square {o['front_rmse_mean']:.2f}")
+                  f"{o['front_bias_std'] or 0:.2f} (every trained setting {o['trained_bias_mean']:+.2f} +- "
+                  f"{o['trained_bias_std'] or 0:.2f}), root mean square {o['front_rmse_mean']:.2f}")
     return out
 
 
@@ -240,7 +251,8 @@ def main() -> None:
     out["load_after"] = os.getloadavg()[0]
     if a.json:
         for r in (out.get("one_seed", {}), out.get("adaptive", {})):
-            r.pop("settings", None), r.pop("aware_settings", None), r.pop("front_accuracy", None)
+            for k in ("settings", "aware_settings", "front_accuracy", "accuracy"):
+                r.pop(k, None)
         print(json.dumps(out))
     else:
         print(f"load average (1 min) before {out['load_before']:.2f}, after {out['load_after']:.2f}")
