@@ -43,7 +43,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     accept_changes: bool = ACCEPT_OPT,
 ) -> None:
-    """Create or resume a study and run it to its trial budget.
+    """Create or resume a study and run it to its trial budget (or, hybrid, to its run budget [study] runs).
 
     Progress shows the finished trials, the Pareto front's size and its hypervolume. Ctrl-C (or SIGTERM)
     stops cleanly: completed trials are kept, the running one is recorded as failed, and running the same

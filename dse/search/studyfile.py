@@ -202,8 +202,14 @@ class StudySpec:
         """A copy with fields or strategy options replaced (``None`` leaves one as it is)."""
         kw = {k: v for k, v in kw.items() if v is not None}
         opts = {k: kw.pop(k) for k in list(kw) if k in OPTIONS}
-        if opts:  # checked as the study file's [study] table is (type and bounds)
-            kw["options"] = {**self.options, **{k: _option(opts, OPTIONS[k]) for k in opts}}
+        if opts:  # checked as the study file's [study] table is (type and bounds), named as the override is
+            checked = {}
+            for k in opts:
+                try:
+                    checked[k] = _option(opts, OPTIONS[k])
+                except UsageError as e:
+                    raise UsageError(str(e).replace(f"study.{k}:", f"--{k.replace('_', '-')}:", 1)) from None
+            kw["options"] = {**self.options, **checked}
         if "sampler" in kw and kw["sampler"] not in SAMPLERS:
             raise UsageError(f"--sampler: {kw['sampler']!r} is not a sampler; choose one of {', '.join(SAMPLERS)}")
         if "strategy" in kw and kw["strategy"] not in STRATEGIES:
@@ -230,7 +236,7 @@ class StudySpec:
         spec = replace(self, **kw)
         if spec.sampler == "grid":
             _check_grid(spec.space)
-        if "strategy" in kw or opts:
+        if {"strategy", "seeds", "seeds_max"} & set(kw) or opts:  # what a strategy's options are checked against
             STRATEGIES[spec.strategy].validate(spec)
         return spec
 

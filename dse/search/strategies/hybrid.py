@@ -39,6 +39,7 @@ import math
 import time
 import warnings
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -343,15 +344,19 @@ class Hybrid(Strategy):
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
         self.entered = 0
         self.spent = False  # the run budget ([study] runs) holds no further setting
+        self.waited = False  # the last setting was turned away: settings claimed earlier held the run budget
 
     # -- one step: one training setting ------------------------------------------------------------------
     def step(self) -> bool:
+        import optuna
         from optuna.trial import TrialState
 
         from dse.search.study import recover_dead_workers
 
         recover_dead_workers(self.outer)
         if self.spec.runs is not None:
+            if self.runner.heartbeat:  # a setting another machine's dead worker held: failed (and retried) now,
+                optuna.storages.fail_stale_trials(self.outer)  # not only when this worker trains next
             used, busy = training_runs(self.spec, self.outer.get_trials(deepcopy=False))
             if used + self.spec.seeds_max > self.spec.runs:
                 self.spent = True
@@ -361,13 +366,18 @@ class Hybrid(Strategy):
                 return True
         if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             taken = {_key(t.params) for t in self.outer.get_trials(deepcopy=False)
-                     if t.state != TrialState.FAIL or t.user_attrs.get("fail_reason")}
+                     if (t.state != TrialState.FAIL or t.user_attrs.get("fail_reason"))
+                     and not t.user_attrs.get("budget_wait")}
             todo = [g for g in self.grid if _key(g) not in taken]
             if not todo:
                 return False  # every training setting of the grid has been searched
             self.outer.enqueue_trial(todo[0])
         self.entered = 0
+        self.waited = False
         self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        if self.waited:  # turned away by the run budget: not a fruitless setting; look again shortly
+            time.sleep(WAIT_S)
+            return True
         self.repeats = 0 if self.entered else self.repeats + 1
         return self.repeats < MAX_REPEATS
 
@@ -391,8 +401,11 @@ class Hybrid(Strategy):
             ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
             raise optuna.TrialPruned("claimed by another worker")
         if spec.runs is not None:  # another worker may have claimed the room step() saw: earlier claims first
-            used, earlier = training_runs(spec, self.outer.get_trials(deepcopy=False), before=ot.number)
+            used, earlier = training_runs(spec, self.outer.get_trials(deepcopy=False),
+                                          before=(ot.datetime_start, ot.number))
             if used + (earlier + 1) * spec.seeds_max > spec.runs:
+                self.waited = True
+                ot.set_user_attr("budget_wait", True)
                 ot.set_user_attr("fail_reason", f"the run budget ({spec.runs} surrogate runs) was held by settings "
                                  "claimed earlier")
                 raise optuna.TrialPruned("run budget held by earlier claims")
@@ -402,9 +415,12 @@ class Hybrid(Strategy):
             with self.guard.raising():  # a signal stops the training at once
                 # trains (or reads the cache) for these training knobs, with the controls the metrics need, on
                 # seeds_min seeds, and more while a point of the setting is on the front or within noise of it
+                def at(n):
+                    ot.set_user_attr("seeds", n)  # before training: a failed or cut setting still counts its runs
+                    return self._costed(spec.seeded(base, n), ot.number)
+
                 (sur, gpf, keep, metrics, idx, best), n = race(
-                    spec, lambda n: self._costed(spec.seeded(base, n), ot.number),
-                    lambda: load_points(runner.study, spec),
+                    spec, at, lambda: load_points(runner.study, spec),
                     start_seeds(spec, base.training, spec.needed_metrics))
         except (ValueError, TypeError, FloatingPointError) as e:
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
@@ -517,20 +533,25 @@ class Hybrid(Strategy):
         return out
 
 
-def training_runs(spec, outer_trials, before: int | None = None) -> tuple[int, int]:
-    """The run budget's bookkeeping over the outer study's trials: the surrogate runs the finished trained
-    settings hold (a setting on n seeds counts n; one that failed after training counts its seeds, or
-    ``seeds_min``), and how many settings are being trained (running outer trials; only those numbered
-    below ``before`` when given: the claims made earlier), each of which may take ``seeds_max``."""
+def training_runs(spec, outer_trials, before: tuple | None = None) -> tuple[int, int]:
+    """The run budget's bookkeeping over the outer study's trials: the surrogate runs the trained settings
+    hold, and how many settings are being trained.
+
+    A setting (its parameters) holds the most seeds any of its finished trials recorded (``seeds`` is recorded
+    before each evaluation, so a setting that failed or was cut short counts the seeds it reached; its retry
+    finds them in the cache and counts once with it). Every running trial may take ``seeds_max``; with
+    ``before`` = (start time, number) of a trial, only the running trials claimed earlier count."""
     from optuna.trial import TrialState
 
-    used = busy = 0
+    held: dict[tuple, int] = {}
+    busy = 0
     for t in outer_trials:
         if t.state == TrialState.RUNNING:
-            busy += before is None or t.number < before
-        elif t.user_attrs.get("trained") and t.state in (TrialState.COMPLETE, TrialState.FAIL):
-            used += int(t.user_attrs.get("seeds", spec.seeds))
-    return used, busy
+            busy += before is None or (t.datetime_start or datetime.max, t.number) < before
+        elif t.user_attrs.get("trained") and "seeds" in t.user_attrs:
+            k = _key(t.params)
+            held[k] = max(held.get(k, 0), int(t.user_attrs["seeds"]))
+    return sum(held.values()), busy
 
 
 def _key(params: dict) -> tuple:
