@@ -107,7 +107,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     next_index = workers
     restarts = 0
     max_restarts = 3 * workers if max_restarts is None else max_restarts
-    interrupted = False
+    interrupted = timed_out = False
     errors: list[str] = []
     t0 = time.monotonic()
     bar = None
@@ -144,6 +144,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
         while True:
             if timeout is not None and time.monotonic() - t0 > timeout:
                 stop_all()
+                timed_out = True
                 break
             for i, p in list(procs.items()):
                 rc = p.poll()
@@ -181,7 +182,10 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
         stop_all()  # whatever ended the loop: no worker outlives this process
         signal.signal(signal.SIGTERM, old)
         if bar is not None:
-            bar.stop()
+            done = min(tracker.refresh()["done"], budget)
+            if not (interrupted or timed_out or errors) and 0 < done < budget:
+                bar.update(task, total=done, completed=done)  # ended before the trial budget (the hybrid's run
+            bar.stop()                                        # budget, or nothing left to propose): a full bar
         for p in procs.values():
             p.errlog.close()  # type: ignore[attr-defined]
         shutil.rmtree(logdir, ignore_errors=True)
