@@ -152,8 +152,12 @@ def judge(study: Path, text: str, tmp: Path, data: Path, n: int, jobs: int, quie
     truth = Truth(spec, jobs)
     truth_s = time.perf_counter() - t0
 
+    def index(setting: str) -> int:
+        """The truth's row of a setting (its training knobs as JSON)."""
+        return truth.setting_index[tuple(json.loads(setting)[k] for k in truth.train_knobs)]
+
     def hv_share(settings: list[str]) -> float:
-        idx = [truth.setting_index[tuple(json.loads(x)[k] for k in truth.train_knobs)] for x in settings]
+        idx = [index(x) for x in settings]
         pts = truth.values[idx][truth.feasible[idx]]
         return hypervolume_of(pts, truth.directions, truth.ref) / truth.hv
 
@@ -163,20 +167,22 @@ def judge(study: Path, text: str, tmp: Path, data: Path, n: int, jobs: int, quie
         if not r["accuracy_metric"]:
             return np.array([])
         k = spec.metrics.index(r["accuracy_metric"])
-        return np.array([v - truth.values[truth.setting_index[tuple(json.loads(x)[n] for n in truth.train_knobs)], 0, k]
-                         for x, v in r[which].items()])
+        return np.array([v - truth.values[index(x), 0, k] for x, v in r[which].items()])
 
     out: dict = {"truth_hv": truth.hv, "search_s": round(search_s, 1), "truth_s": round(truth_s, 1)}
     keys = ("share_trained", "share_aware_front", "front_bias", "trained_bias", "front_rmse")
+    def row(s: int, r: dict) -> dict:
+        e = errors(r)
+        return {"seed": s, "settings": len(r["settings"]), "aware_settings": len(r["aware_settings"]),
+                "share_trained": round(hv_share(r["settings"]), 4),
+                "share_aware_front": round(hv_share(r["aware_settings"]), 4),
+                "front_bias": round(float(e.mean()), 3),
+                # the same over every trained setting: what the search's seeds differ from 0-2 by in common
+                "trained_bias": round(float(errors(r, "accuracy").mean()), 3),
+                "front_rmse": round(float(np.sqrt((e ** 2).mean())), 3)}
+
     for label in ("one_seed", "adaptive"):
-        rows = [{"seed": s, "settings": len(r["settings"]), "aware_settings": len(r["aware_settings"]),
-                 "share_trained": round(hv_share(r["settings"]), 4),
-                 "share_aware_front": round(hv_share(r["aware_settings"]), 4),
-                 "front_bias": round(float(errors(r).mean()), 3),
-                 # the same over every trained setting: what the search's seeds differ from 0-2 by in common
-                 "trained_bias": round(float(errors(r, "accuracy").mean()), 3),
-                 "front_rmse": round(float(np.sqrt((errors(r) ** 2).mean())), 3)}
-                for (lab, _, s), r in found.items() if lab == label]
+        rows = [row(s, r) for (lab, _, s), r in found.items() if lab == label]
         out[label] = {"searches": rows, **{f"{k}_mean": round(float(np.mean([r[k] for r in rows])), 4)
                                            for k in ("settings", *keys)},
                       **{f"{k}_std": round(float(np.std([r[k] for r in rows], ddof=1)), 4) if len(rows) > 1 else None

@@ -86,7 +86,7 @@ def main() -> None:
     print(f"  hypervolume 2 w. : {_ms([r[2]['hv'] for r in rows])}")
     import dse
 
-    if getattr(dse.load_study(a.study), "runs", None) is None:
+    if dse.load_study(a.study).runs is None:
         print(f"  budget met exactly: {all(r[i]['done'] == r[i]['budget'] for r in rows for i in (1, 2))}")
     else:  # the study ends at its run budget, before its trials
         print("  trial budget: not what ends this study (its run budget, [study] runs, does)")

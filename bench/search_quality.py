@@ -578,7 +578,7 @@ def main() -> None:
         + f": residual std {ceil['residual_std']} against the settings' spread {ceil['spread_std']}) "
         + ", ".join(f"{b} runs {v:.3f}" for b, v in ceil["expected"].items()))
     max_runs = max(a.budgets)
-    max_trials = a.max_trials or (spec.trials if getattr(spec, "runs", None) is None else JOINT_TRIALS)
+    max_trials = a.max_trials or (spec.trials if spec.runs is None else JOINT_TRIALS)
     t1 = time.perf_counter()
     jobs = [(m, s) for m in methods for s in a.seeds]
     parts = Parallel(n_jobs=a.jobs, backend="loky")(

@@ -81,9 +81,9 @@ def run(
 
             res = dse.run(spec, workers=1, storage=storage, timeout=timeout, progress=progress,
                           accept_changes=accept_changes)
-            if res.get("exhausted") and res["finished"]:  # ended before the trial budget: a full bar
-                bar.update(task, total=min(res["finished"], res["budget"]), completed=min(res["finished"],
-                                                                                          res["budget"]))
+            done = min(res["finished"], res["budget"])
+            if res.get("exhausted") and done:  # ended before the trial budget: a full bar
+                bar.update(task, total=done, completed=done)
             if res["failed"]:
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
                               f"{study_file}`")

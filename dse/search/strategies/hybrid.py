@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec
 
 __all__ = ["Hybrid", "hardware_candidates", "hardware_of", "training_config", "violation", "sub_front", "costed_points",
-           "TRAINING_SUFFIX", "MAX_REPEATS", "training_runs"]
+           "TRAINING_SUFFIX", "MAX_REPEATS", "training_runs", "fits"]
 
 #: the outer study's name is the main study's plus this
 TRAINING_SUFFIX = ".training"
@@ -289,7 +289,7 @@ class Hybrid(Strategy):
         n_in = sum(1 for t in trained if t.number in entered)
         used, _ = training_runs(spec, outer.get_trials(deepcopy=False))
         out = (f"{len(trained)} training settings trained on {used} surrogate runs"
-               + (f" (run budget {spec.runs}{', spent' if used + spec.seeds_max > spec.runs else ''})"
+               + (f" (run budget {spec.runs}{'' if fits(spec, used) else ', spent'})"
                   if spec.runs is not None else "")
                + f", {n_in} of them with points in the study")
         if n_in < len(trained):
@@ -358,10 +358,10 @@ class Hybrid(Strategy):
             if self.runner.heartbeat:  # a setting another machine's dead worker held: failed (and retried) now,
                 optuna.storages.fail_stale_trials(self.outer)  # not only when this worker trains next
             used, busy = training_runs(self.spec, self.outer.get_trials(deepcopy=False))
-            if used + self.spec.seeds_max > self.spec.runs:
+            if not fits(self.spec, used):
                 self.spent = True
                 return False  # no further setting fits the run budget
-            if used + (busy + 1) * self.spec.seeds_max > self.spec.runs:
+            if not fits(self.spec, used, busy):
                 time.sleep(WAIT_S)  # settings being trained elsewhere may leave room: wait for them
                 return True
         if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
@@ -403,7 +403,7 @@ class Hybrid(Strategy):
         if spec.runs is not None:  # another worker may have claimed the room step() saw: earlier claims first
             used, earlier = training_runs(spec, self.outer.get_trials(deepcopy=False),
                                           before=(ot.datetime_start, ot.number))
-            if used + (earlier + 1) * spec.seeds_max > spec.runs:
+            if not fits(spec, used, earlier):
                 self.waited = True
                 ot.set_user_attr("budget_wait", True)
                 ot.set_user_attr("fail_reason", f"the run budget ({spec.runs} surrogate runs) was held by settings "
@@ -428,7 +428,6 @@ class Hybrid(Strategy):
         if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
             raise TrialFailed("no possible hardware point")
-        ot.set_user_attr("seeds", n)
         runner.refresh()
         entered = runner.tracker.keys
         fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
@@ -531,6 +530,12 @@ class Hybrid(Strategy):
                                   f"{self.spec.runs} surrogate runs (study.runs) are held by its settings, and a "
                                   f"further setting may need {self.spec.seeds_max}")
         return out
+
+
+def fits(spec, used: int, busy: int = 0) -> bool:
+    """Whether one more setting fits the run budget beside ``used`` runs held and ``busy`` settings being
+    trained, each of which (and the new one) may take ``seeds_max``."""
+    return used + (busy + 1) * spec.seeds_max <= spec.runs
 
 
 def training_runs(spec, outer_trials, before: tuple | None = None) -> tuple[int, int]:
