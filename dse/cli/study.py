@@ -88,8 +88,11 @@ def run(
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
                               f"{study_file}`")
     dt = time.perf_counter() - t0
-    typer.echo(f"{spec.name}: {min(res['finished'], res['budget'])}/{res['budget']} trials finished "
-               f"({res['complete']} complete in the study), "
+    done = min(res['finished'], res['budget'])
+    count = (f"{done} trials finished ({res['complete']} complete in the study; the search ended before its trial "
+             f"budget of {res['budget']}, why: below)" if res.get("exhausted") else
+             f"{done}/{res['budget']} trials finished ({res['complete']} complete in the study)")
+    typer.echo(f"{spec.name}: {count}, "
                f"front {res['front']}, hypervolume {res['hypervolume']:.6g}, {dt:.1f} s; storage "
                f"{res['storage']}")
     if res.get("recent") is not None:
@@ -111,7 +114,11 @@ def run(
         if summary:
             typer.echo(f"{spec.name}: {summary}")
     if res.get("exhausted"):
-        typer.echo(res.get("stop_reason") or strategy_class(res.get("strategy", spec.strategy)).stop_reason, err=True)
+        from dse.search.study import open_study, storage_url
+
+        reason = res.get("stop_reason") or strategy_class(res.get("strategy", spec.strategy)).ended(
+            spec, open_study(spec, storage_url(spec, storage, journal=workers > 1), create=False))
+        typer.echo(reason, err=True)
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
         raise typer.Exit(130)

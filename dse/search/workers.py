@@ -196,6 +196,6 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     fr = front(pts, spec.directions)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(fr),
                      hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
-                     interrupted=interrupted,
+                     interrupted=interrupted, exhausted=not (interrupted or timed_out or errors) and b["done"] < budget,
                      storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
                      restarts=restarts)

@@ -394,10 +394,14 @@ def test_a_worker_waits_while_settings_claimed_elsewhere_hold_the_run_budget(tmp
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_run_ended_by_its_run_budget_shows_a_full_progress_bar(tmp_path, cli, workers):
     """The bar counts trials toward the trial budget; a run its run budget ended is done, so the bar ends
-    full (n/n), not at n of a trial budget it was never going to reach."""
+    full (n/n), not at n of a trial budget it was never going to reach, and the summary says it ended first
+    and why."""
     import re
 
     r = cli("run", write_study(tmp_path, RUN_BUDGET), "--workers", workers)
     assert r.returncode == 0, r.stderr
-    n = int(re.search(r"(\d+)/1000 trials finished", r.stdout).group(1))
+    n = int(re.search(r"(\d+) trials finished \(\d+ complete in the study; the search ended before its trial "
+                      r"budget of 1000", r.stdout).group(1))
     assert 0 < n < 1000 and f"{n}/{n}" in r.stderr and "/1000" not in r.stderr
+    # why it ended, also when the workers' own figures stay in the workers
+    assert "the hybrid search ended at its run budget" in r.stderr

@@ -13,7 +13,8 @@ it:
 * ``importance_points(spec, study)``: the points parameter importance is computed over (None: the study's
   trials, with Optuna's fANOVA);
 * ``stop_reason``: what the run summary says when :meth:`Strategy.step` returned False (unless the run's
-  ``figures()`` give a ``stop_reason`` of their own).
+  ``figures()`` give a ``stop_reason`` of their own, or, for a run on several workers, whose figures stay in
+  the workers, :meth:`Strategy.ended` reads one from the study).
 
 At run time ``__init__(spec, runner)`` (the runner: the open main study, its budget, the storage URL),
 ``step()`` (one unit of work; False when nothing is left to propose), ``figures()`` (extra figures for the
@@ -61,6 +62,12 @@ class Strategy:
     def helper_studies(cls, study_name: str) -> list[str]:
         """Names of the Optuna studies this strategy keeps beside the main study ``study_name``."""
         return []
+
+    @classmethod
+    def ended(cls, spec, study) -> str:
+        """Why a run of ``spec`` that ended before its trial budget ended, read from the stored ``study`` (what
+        ``dse run --workers N`` prints: the workers' own figures are not returned to it)."""
+        return cls.stop_reason
 
     @classmethod
     def run_summary(cls, spec, study) -> str | None:

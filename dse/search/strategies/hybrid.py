@@ -298,6 +298,20 @@ class Hybrid(Strategy):
         return out
 
     @classmethod
+    def ended(cls, spec, study) -> str:
+        import optuna
+
+        if spec.runs is not None:
+            try:
+                outer = optuna.load_study(study_name=f"{spec.name}{TRAINING_SUFFIX}", storage=study._storage)
+            except KeyError:
+                return cls.stop_reason
+            used, _ = training_runs(spec, outer.get_trials(deepcopy=False))
+            if not fits(spec, used):
+                return budget_spent(spec, used)
+        return cls.stop_reason
+
+    @classmethod
     def importance_points(cls, spec, study):
         """The hardware points the hybrid costed, rebuilt (:func:`costed_points`): the stored trials are each
         setting's feasible sub-front only (a knob whose best value costs nothing, such as DRAM bandwidth, sits
@@ -526,10 +540,14 @@ class Hybrid(Strategy):
         out = {"surrogate_runs": sum(1 for t in trials if t.user_attrs.get("trained")),
                "training_runs": training_runs(self.spec, trials)[0]}
         if self.spent:
-            out["stop_reason"] = (f"the hybrid search ended at its run budget: {out['training_runs']} of "
-                                  f"{self.spec.runs} surrogate runs (study.runs) are held by its settings, and a "
-                                  f"further setting may need {self.spec.seeds_max}")
+            out["stop_reason"] = budget_spent(self.spec, out["training_runs"])
         return out
+
+
+def budget_spent(spec, used: int) -> str:
+    """The stop reason of a run its run budget ended, ``used`` runs held."""
+    return (f"the hybrid search ended at its run budget: {used} of {spec.runs} surrogate runs (study.runs) are "
+            f"held by its settings, and a further setting may need {spec.seeds_max}")
 
 
 def fits(spec, used: int, busy: int = 0) -> bool:
