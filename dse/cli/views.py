@@ -185,6 +185,10 @@ def report(
                                        help="Where to write it (default: <name>-report.html beside the study "
                                             "file)."),
     storage: Optional[str] = STORAGE_OPT,
+    noise_aware: bool = typer.Option(False, "--noise-aware",
+                                     help="The front's tables hold only the points distinguishable by the "
+                                          "paired-seed test (as dse pareto --noise-aware); the figures still "
+                                          "draw the plain front."),
 ) -> None:
     """One self-contained HTML file to mail to a colleague: status, objectives and the hypervolume
     reference point, the figures (embedded), the front, failures, the study file, versions and git commit."""
@@ -199,7 +203,7 @@ def report(
     from dse.search.study import open_study
 
     study = open_study(spec, storage, create=False)
-    typer.echo(str(build_report(spec, study, path, storage=storage)))
+    typer.echo(str(build_report(spec, study, path, storage=storage, noise_aware=noise_aware)))
 
 
 def _emit_rows(rows: list[dict], fmt: str) -> None:

@@ -234,6 +234,8 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
         sur = both.results[0].to_dict()  # the first task's figures; with several tasks each one's and the worst
         if len(both.results) > 1:
             sur.update(both.figures())
+        # each seed's drop of the worst task (the first, with one task): accuracy_drop_worst's per-seed values
+        sur["per_seed"] = [{**row, "accuracy_drop_worst": w} for row, w in zip(sur["per_seed"], both.worst_per_seed())]
     gpf = cfg.gp_fraction if cfg.gp_fraction is not None else float(sur["gp_fraction"])
     if cfg.training.scheme == "bp":
         gpf = 0.0

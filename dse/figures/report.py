@@ -127,9 +127,12 @@ def _img(path: Path, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def build_report(spec, study, out: Path, *, storage: str | None = None, option: str = "--out") -> Path:
+def build_report(spec, study, out: Path, *, storage: str | None = None, option: str = "--out",
+                 noise_aware: bool = False) -> Path:
     """Write the HTML report of ``study`` (described by ``spec``) to ``out``; returns ``out``. A path that
-    cannot be written is a one-line UsageError naming ``option`` (:mod:`dse.config.outputs`)."""
+    cannot be written is a one-line UsageError naming ``option`` (:mod:`dse.config.outputs`). ``noise_aware``:
+    the front's tables hold the noise-aware front only (:func:`dse.search.noise.noise_aware_front`; the figures
+    still draw the plain front)."""
     from dse.config.outputs import writing
     from dse.figures.plots import make_plots
     from dse.results.views import (
@@ -147,6 +150,10 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
 
     pts = load_points(study, spec)
     f = front(pts, spec.directions)
+    aware = noise_aware_front(pts, spec.metrics, spec.directions) if accuracy_objectives(spec.metrics) else None
+    plain_size = len(f)
+    if noise_aware and aware is not None:
+        f = list(aware)
     sign = -1 if spec.directions[0] == "maximize" else 1
     f.sort(key=lambda p: (sign * p.values[0], p.number))
     status = status_summary(spec, storage, study=study)
@@ -189,7 +196,14 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
         for p in files:
             parts.append(f"<h3>{html.escape(p.stem)}</h3>" + _img(p, f"{spec.name} {p.stem}"))
 
-    parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
+    if noise_aware and aware is not None:
+        parts.append(f"<h2>The noise-aware front ({len(f)} distinguishable of the {plain_size} Pareto-optimal of "
+                     f"{status['feasible']} feasible trials)</h2>")
+        parts.append('<p class="note">Only the front points whose place rests on more than accuracy noise (the '
+                     "paired-seed test, <code>dse pareto --noise-aware</code>); the figures above draw the plain "
+                     "front.</p>")
+    else:
+        parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
     rows = front_rows(spec, f)
     shown, left = table_columns(spec, rows) if rows else ([], {"constant": {}, "empty": [], "other": []})
     parts.append(_front_table(spec, rows, shown, short=True))
@@ -201,11 +215,11 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
     if rows:
         parts.append(f"<details><summary>The full table: every metric and knob ({len(rows[0])} columns)"
                      f"</summary>{_front_table(spec, rows, list(rows[0]))}</details>")
-    if accuracy_objectives(spec.metrics):
-        aware = noise_aware_front(pts, spec.metrics, spec.directions)
+    if aware is not None and not noise_aware:
         parts.append(f'<p class="note">{len(aware)} of them are distinguishable by the paired-seed test '
-                     "(<code>dse pareto --noise-aware</code>); <code>_se</code> columns: the standard error of an "
-                     "accuracy figure over its <code>seeds</code>.</p>")
+                     "(<code>dse pareto --noise-aware</code>, <code>dse report --noise-aware</code>); "
+                     "<code>_se</code> columns: the standard error of an accuracy figure over its "
+                     "<code>seeds</code>.</p>")
 
     parts.append("<h2>Failed and pruned trials</h2>")
     parts.append(_table([{"reason": r, "trials": n} for r, n in

@@ -1,8 +1,8 @@
 """Noise on the accuracy axis: the paired-seed test, the noise-aware front, and which settings need more seeds.
 
 Every accuracy metric of a study (:func:`dse.evaluation.metrics.seeded`: ``accuracy``, ``accuracy_drop``,
-``predictor_gain``) is a mean over surrogate seeds; a trial keeps the per-seed values behind it (the user
-attribute ``per_seed``: ``{"seeds": [...], metric: [...]}``, on :class:`~dse.search.pareto.Point` as
+``accuracy_drop_worst``, ``predictor_gain``) is a mean over surrogate seeds; a trial keeps the per-seed values
+behind it (the user attribute ``per_seed``: ``{"seeds": [...], metric: [...]}``, on :class:`~dse.search.pareto.Point` as
 ``per_seed``). Two points are compared on the seeds they share (*paired*: the same initialization and batch
 order), which cancels most of the seed-to-seed variation two settings have in common.
 
@@ -18,8 +18,11 @@ independent draws and the differences roughly normal; with 3 seeds the standard 
 
 **Clearly dominated** (:func:`clearly_dominated`): another point is at least as good in every objective, and
 in each accuracy objective either an exact tie or better by more than Z standard errors of the difference
-(and strictly better somewhere). A point that is not clearly dominated is *on the front or within noise
-of it*: the adaptive replication (:func:`needs_seeds`) gives such a setting more seeds.
+(and strictly better somewhere). A point on the plain front (by its means), or not clearly dominated, is *on
+the front or within noise of it*: the adaptive replication (:func:`needs_seeds`) gives such a setting more
+seeds. (The plain front is checked on its own because the test compares two points on the seeds they share,
+while the front compares means over every seed each has: a point can be clearly dominated on two shared
+seeds and still be on the front by its means.)
 
 **Noise-aware front** (:func:`noise_aware_front`): the plain front's points whose place rests on more than
 noise. A front point is left out when another point is at least as good in every other objective, strictly
@@ -143,6 +146,9 @@ def needs_seeds(candidates: Sequence[Point], points: Sequence[Point], metrics: S
     if not feas or not accuracy_objectives(metrics):
         return False
     pool = [q for q in points if q.feasible] + feas
+    on_front = {p.values for p in front(pool, list(directions))}
+    if any(c.values in on_front for c in feas):  # on the front by its means, whatever the shared seeds say
+        return True
     noise = Noise(pool, metrics, directions)
     return any(not clearly_dominated(c, pool, noise) for c in feas)
 

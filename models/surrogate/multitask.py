@@ -76,6 +76,12 @@ class TaskComparison:
         """The largest accuracy drop of the tasks (points; each the mean of its per-seed drops, as reported)."""
         return max(r.to_dict()["accuracy_drop"] for r in self.results)
 
+    def worst_per_seed(self) -> list[float]:
+        """The per-seed accuracy drops of the task whose mean drop is the largest (their mean is
+        :attr:`accuracy_drop_worst`): the per-seed values behind it, for its standard error and the paired test."""
+        worst = max(self.results, key=lambda r: r.to_dict()["accuracy_drop"])
+        return [float(row["accuracy_drop"]) for row in worst.to_dict()["per_seed"]]
+
     def figures(self) -> dict[str, Any]:
         """Flat per-task figures for a trial's record: ``<task>_accuracy``, ``<task>_accuracy_bp``,
         ``<task>_accuracy_drop`` (and ``<task>_predictor_gain`` when the null control ran), ``accuracy_drop_worst``,

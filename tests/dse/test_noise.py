@@ -84,6 +84,16 @@ def test_needs_seeds_for_a_setting_on_or_near_the_front_only():
     assert not needs_seeds([pt(-1, [4.0, 5.0, 6.0], 1.5)], study, METRICS, DIRS)  # far behind
 
 
+def test_needs_seeds_for_a_setting_on_the_front_by_its_means_though_beaten_on_the_shared_seeds():
+    """A point clearly beaten on the seeds it shares with another, but on the front by its means (the other's
+    third seed is bad), is on the front: it earns its seeds, so no front point is left on fewer."""
+    other = pt(0, [0.0, 0.0, 3.0], 2.0)  # mean 1.0
+    mine = pt(-1, [0.8, 1.0], 2.0)  # mean 0.9: alone on the front, yet 0.9 +- 0.1 worse on seeds 0 and 1
+    assert [p.number for p in front([other, mine], DIRS)] == [-1]
+    assert clearly_dominated(mine, [other, mine], Noise([other, mine], METRICS, DIRS))
+    assert needs_seeds([mine], [other], METRICS, DIRS)
+
+
 def test_race_adds_seeds_while_needed_and_stops_at_seeds_max():
     spec = load_study_from(FAST_STUDY.replace("seeds = 1", "seeds_min = 1\nseeds_max = 4"))
     calls = []
@@ -202,7 +212,7 @@ def test_first_seed_trains_fresh_seeds_and_exports_reproduce_them(tmp_path):
 
 
 def test_the_seeded_metrics_are_the_accuracy_ones():
-    assert set(registry.seeded()) == {"accuracy", "accuracy_drop", "predictor_gain"}
+    assert set(registry.seeded()) == {"accuracy", "accuracy_drop", "predictor_gain", "accuracy_drop_worst"}
 
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -405,3 +415,24 @@ def test_a_run_ended_by_its_run_budget_shows_a_full_progress_bar(tmp_path, cli, 
     assert 0 < n < 1000 and f"{n}/{n}" in r.stderr and "/1000" not in r.stderr
     # why it ended, also when the workers' own figures stay in the workers
     assert "the hybrid search ended at its run budget" in r.stderr
+
+
+def test_report_noise_aware_holds_the_distinguishable_front_points(tmp_path, cli):
+    """`dse report --noise-aware`: the front's table holds what `dse pareto --noise-aware` returns, and says
+    how many of the plain front's points that is; the plain report holds the plain front."""
+    import re
+
+    path = write_study(tmp_path, RUN_BUDGET.replace("runs = 7", "runs = 14"))  # points within noise
+    assert cli("run", path, "--workers", "1").returncode == 0
+    plain = cli("pareto", path, "--format", "csv", "--all").stdout.strip().splitlines()[1:]
+    aware = cli("pareto", path, "--format", "csv", "--all", "--noise-aware").stdout.strip().splitlines()[1:]
+    out = tmp_path / "aware.html"
+    assert cli("report", path, "--noise-aware", "--out", out).returncode == 0
+    head = re.search(r"<h2>The noise-aware front \((\d+) distinguishable of the (\d+) Pareto-optimal", out.read_text())
+    assert head and (int(head.group(1)), int(head.group(2))) == (len(aware), len(plain))
+    assert len(aware) < len(plain)  # the study has points within noise: the two tables differ
+    first = out.read_text().split("<h2>The noise-aware front")[1].split("</table>")[0]
+    trials = {int(n) for n in re.findall(r'<tr><td class="" data-v="(\d+)">', first)}
+    assert trials == {int(r.split(",")[0]) for r in aware}
+    assert cli("report", path, "--out", tmp_path / "plain.html").returncode == 0
+    assert f"<h2>The front ({len(plain)} Pareto-optimal" in (tmp_path / "plain.html").read_text()

@@ -234,6 +234,12 @@ def test_a_configuration_with_two_tasks_records_each_and_the_worst_drop(tmp_path
     worst = max(sur["digits_accuracy_drop"], sur["mnist1d_accuracy_drop"])
     assert out["metrics"]["accuracy_drop_worst"] == pytest.approx(worst)
     assert sur["accuracy_drop"] == pytest.approx(sur["digits_accuracy_drop"])
+    # the worst task's per-seed drops stand behind the worst drop: its standard error and the paired test
+    from dse.evaluation.metrics import seed_record, standard_errors
+
+    rec = seed_record(sur)
+    assert len(rec["accuracy_drop_worst"]) == 2 and np.mean(rec["accuracy_drop_worst"]) == pytest.approx(worst)
+    assert "accuracy_drop_worst_se" in standard_errors(rec)
     mn = evaluate(SurrogateConfig(epochs=1, gp_fraction=0.5), seeds=(0, 1), controls=("null",))
     assert sur["mnist1d_accuracy_drop"] == pytest.approx(mn.accuracy_drop)  # the second task at its own defaults
     single = Configuration.from_dict({"workload": {"models": ["resnet18"]}, "seeds": 1,
