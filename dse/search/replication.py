@@ -2,12 +2,11 @@
 
 A study with ``seeds_min < seeds_max`` trains ``seeds_min`` surrogate seeds for every training setting it
 samples, and, before the setting's points enter the study, adds one seed at a time, up to ``seeds_max``,
-while one of its points is on the front of the study's points so far or within noise of it (not clearly
-dominated by the paired-seed test, :mod:`dse.search.noise`) -- the racing idea for noisy objectives: the
-settings far from the front stop early, the ones that compete for it get the seeds. A point is never
-re-scored after it entered; since a point clearly dominated when it entered stays dominated by the points
-that dominated it, every point of the final front was on the front (or within noise of it) when it entered,
-and so rests on ``seeds_max`` seeds.
+while one of its points is on the front of the study's points so far (by the means) or within noise of it
+(not clearly dominated by the paired-seed test, :mod:`dse.search.noise`) -- the racing idea for noisy
+objectives: the settings far from the front stop early, the ones that compete for it get the seeds. A point
+is never re-scored after it entered; a setting that stopped early had no point on the front by the means,
+each dominated by a point that stays, so every point of the final front rests on ``seeds_max`` seeds.
 
 A trial's accuracy is the mean over the seeds its setting has then, and the trial records how many
 (``seeds`` and ``<metric>_se`` among its metrics, the per-seed values as its ``per_seed`` attribute). The
