@@ -113,6 +113,15 @@ def run(
             spec, open_study(spec, storage_url(spec, storage, journal=workers > 1), create=False))
         if summary:
             typer.echo(f"{spec.name}: {summary}")
+    if res["finished"] or res.get("exhausted"):
+        from dse.search.study import diverged_settings, open_study, storage_url
+
+        k = len(diverged_settings(spec, open_study(spec, storage_url(spec, storage, journal=workers > 1),
+                                                  create=False)))
+        if k:
+            typer.echo(f"{spec.name}: {k} training setting{'s' if k > 1 else ''} diverged on a surrogate seed "
+                       "(non-finite loss or accuracy at chance): their trials failed, no front or mean includes "
+                       f"them; the seeds and runs: dse status {study_file}")
     if res.get("exhausted"):
         from dse.search.study import open_study, storage_url
 

@@ -238,13 +238,14 @@ def recent_line(recent: dict) -> str:
 
 def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
     """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons, the
-    strategy's own line (hybrid: settings trained, the surrogate runs they hold, the run budget) (``study``:
+    strategy's own line (hybrid: settings trained, the surrogate runs they hold, the run budget), the training
+    settings that diverged, each with its reason (``study``:
     the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
     from optuna.trial import TrialState
 
     from dse.search.pareto import front, recent_gain
     from dse.search.strategies import strategy_class
-    from dse.search.study import hv_reference, load_points, mask_url, open_study, storage_url
+    from dse.search.study import diverged_settings, hv_reference, load_points, mask_url, open_study, storage_url
 
     if study is None:
         study = open_study(spec, storage, create=False)
@@ -272,6 +273,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "constraints": [str(c) for c in spec.constraints],
         "failures": reasons,
         **({"training": summary} if (summary := strategy_class(spec.strategy).run_summary(spec, study)) else {}),
+        **({"diverged": [f"{k}: {r}" for k, r in bad.items()]} if (bad := diverged_settings(spec, study)) else {}),
     }
 
 

@@ -436,3 +436,35 @@ def test_report_noise_aware_holds_the_distinguishable_front_points(tmp_path, cli
     assert trials == {int(r.split(",")[0]) for r in aware}
     assert cli("report", path, "--out", tmp_path / "plain.html").returncode == 0
     assert f"<h2>The front ({len(plain)} Pareto-optimal" in (tmp_path / "plain.html").read_text()
+
+
+DIVERGING = edit("pred_width = [8, 32]", "pred_width = [8, 32]\nlr = [0.1, 10.0]",
+                 edit("epochs = 2\n\n[hardware]", "epochs = 2\nlr_decay = false\n\n[hardware]")).replace(
+    'sampler = "nsga2"', 'sampler = "random"')
+
+
+@pytest.mark.parametrize("strategy", ["joint", "hybrid"])
+def test_settings_that_diverge_are_counted_in_the_summary_and_named_in_status(tmp_path, cli, strategy):
+    """lr = 10 makes plain BP diverge on the proxy: both such settings fail with the reason, the run summary
+    counts them, `dse status` names each with its runs and seeds, and the hybrid trains each once (a later
+    proposal of it fails with the same reason without training)."""
+    import json
+
+    text = DIVERGING if strategy == "joint" else with_strategy(DIVERGING, "hybrid", front_size=3)
+    path = write_study(tmp_path, text)
+    r = cli("run", path, "--workers", "1")
+    assert r.returncode == 0, r.stderr
+    assert "2 training settings diverged on a surrogate seed" in r.stdout
+    status = json.loads(cli("status", path, "--json").stdout)
+    assert sorted(status["diverged"]) == sorted(
+        f"training.lr=10.0, training.pred_width={w}: the training surrogate diverged (bp on seed 0, adagp on "
+        "seed 0; proxy digits / mlp, 2 epochs): its mean accuracy is not a usable figure" for w in (8, 32))
+    if strategy == "hybrid":
+        spec = load_study(path)
+        outer = optuna.load_study(study_name=f"{spec.name}.training", storage=f"sqlite:///{tmp_path}/tiny.db")
+        bad = [t for t in outer.trials if t.user_attrs.get("diverged")]
+        trained = [t.params["training.pred_width"] for t in bad if t.user_attrs.get("trained")]
+        assert sorted(trained) == [8, 32]  # each trained once
+        assert all(t.state.name == "FAIL" and t.user_attrs["fail_reason"].startswith("SurrogateDiverged")
+                   for t in bad)
+        assert "with the runs of 2 more that diverged" in status["training"]

@@ -288,7 +288,9 @@ class Hybrid(Strategy):
                    if t.state.name == "COMPLETE"}
         n_in = sum(1 for t in trained if t.number in entered)
         used, _ = training_runs(spec, outer.get_trials(deepcopy=False))
+        bad = len({_key(t.params) for t in outer.get_trials(deepcopy=False) if t.user_attrs.get("diverged")})
         out = (f"{len(trained)} training settings trained on {used} surrogate runs"
+               + (f" (with the runs of {bad} more that diverged)" if bad else "")
                + (f" (run budget {spec.runs}{'' if fits(spec, used) else ', spent'})"
                   if spec.runs is not None else "")
                + f", {n_in} of them with points in the study")
@@ -400,6 +402,7 @@ class Hybrid(Strategy):
         from optuna.trial import TrialState
 
         from dse.search.study import TrialFailed, load_points, suggest
+        from models.surrogate.evaluation import SurrogateDiverged
 
         spec, runner = self.spec, self.runner
         ot.set_user_attr("worker", owner())
@@ -410,6 +413,12 @@ class Hybrid(Strategy):
         if done:  # trained already: tell the sampler its result again, train nothing
             ot.set_user_attr("same_as", done[0].number)
             return list(done[0].values)
+        bad = [t for t in same if t.state == TrialState.FAIL and t.user_attrs.get("diverged")]
+        if bad:  # diverged already: fails again with the same reason, trains nothing (a fruitless proposal)
+            ot.set_user_attr("same_as", bad[0].number)
+            ot.set_user_attr("diverged", True)
+            ot.set_user_attr("fail_reason", bad[0].user_attrs["fail_reason"])
+            raise TrialFailed(bad[0].user_attrs["fail_reason"])
         busy = [t for t in same if t.state == TrialState.RUNNING and t.number < ot.number]
         if busy:
             ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
@@ -436,8 +445,10 @@ class Hybrid(Strategy):
                 (sur, gpf, keep, metrics, idx, best), n = race(
                     spec, at, lambda: load_points(runner.study, spec),
                     start_seeds(spec, base.training, spec.needed_metrics))
-        except (ValueError, TypeError, FloatingPointError) as e:
+        except (ValueError, TypeError, FloatingPointError, SurrogateDiverged) as e:
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+            if isinstance(e, SurrogateDiverged):
+                ot.set_user_attr("diverged", True)  # not proposed for training again (above)
             raise
         if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
