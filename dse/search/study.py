@@ -384,7 +384,7 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
         except (TrialFailed, optuna.TrialPruned):
             raise
         except Exception as e:
-            if _is_fault(e):  # a full disk, an unusable cache: the run stops and says so
+            if is_fault(e):  # a full disk, an unusable cache: the run stops and says so
                 guard.record_fault(e)
                 try:
                     trial.set_user_attr("fail_reason", f"interrupted by a fault: {type(e).__name__}: {e}")
@@ -397,7 +397,7 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
     return objective
 
 
-def _is_fault(e: BaseException) -> bool:
+def is_fault(e: BaseException) -> bool:
     from dse.search.storage import fault_of
     from models.surrogate import CacheError
 

@@ -177,6 +177,30 @@ def test_a_full_tmpfs_mid_run_then_a_larger_disk_loses_no_completed_trial(tmp_pa
         assert all(after[n] == v for n, v in kept.items())
 
 
+def test_a_full_surrogate_cache_stops_a_hybrid_run_with_one_line_and_it_resumes(tmp_path, monkeypatch):
+    """The hybrid trains inside its outer study's optimize: a cache that cannot be written (a full disk) stops
+    the run with exit 2 naming the cache (not 50 failed proposals with no reason), and on a larger disk the
+    same command meets the budget (both settings of the space), the one the fault cut short trained again."""
+    with _tmpfs(tmp_path / "cache", "16m") as cache:
+        monkeypatch.setenv("DSE_CACHE_DIR", str(cache))
+        f = _study(tmp_path / "s", with_strategy(FAST_STUDY, "hybrid", front_size=3))
+        spec = load_study(f)
+        url = f"sqlite:///{tmp_path / 's' / 'tiny.db'}"
+        run(spec, storage=url, trials=3)  # the proxy's data set and one setting in the cache
+        st = os.statvfs(cache)
+        _resize(cache, (st.f_blocks - st.f_bfree) * st.f_frsize)  # full: the next run's file does not fit
+        code, err = dse_inproc("run", f, "--storage", url, "--trials", 6, "--workers", 1)
+        assert code == 2, err
+        line = one_error_line(err)
+        assert str(cache) in line and "surrogate cache" in line, line
+        kept = _snapshot(spec, url)
+        assert len(kept) >= 3
+        _resize(cache, 64 << 20)  # a larger disk
+        code, err = dse_inproc("run", f, "--storage", url, "--trials", 6, "--workers", 1)
+        assert code == 0, err
+        assert len(_snapshot(spec, url)) == 6 and all(_snapshot(spec, url)[n] == v for n, v in kept.items())
+
+
 def _torn(path: Path) -> bytes:
     """Append half of a record, as a write cut short by a full disk leaves it."""
     last = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]

@@ -144,3 +144,25 @@ def test_a_trained_setting_whose_points_could_not_enter_is_marked_and_counted(st
     assert (f"{len(trained)} training settings trained on {runs} surrogate runs, {len(trained) - 1} of them with "
             "points") in line
     assert "1 entered none" in line
+
+
+def test_an_unforeseen_error_in_a_setting_is_recorded_and_the_search_goes_on(study_file, monkeypatch):
+    """A bug or an unforeseen input while a setting is costed fails its training trial with the reason (not
+    a failure with none), and the search goes on to meet the budget with other settings."""
+    from dse.search.strategies.hybrid import Hybrid
+
+    spec = _hybrid(study_file)
+    real, calls = Hybrid._costed, []
+
+    def costed(self, cfg, number):
+        calls.append(number)
+        if len(calls) == 1:
+            raise RuntimeError("an unforeseen error")
+        return real(self, cfg, number)
+
+    monkeypatch.setattr(Hybrid, "_costed", costed)
+    res = run(spec)
+    assert res["finished"] == spec.trials
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=f"sqlite:///{study_file.parent / 'tiny.db'}")
+    failed = [t for t in outer.get_trials() if t.state == TrialState.FAIL]
+    assert [t.user_attrs.get("fail_reason") for t in failed] == ["RuntimeError: an unforeseen error"]

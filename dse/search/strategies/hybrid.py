@@ -401,7 +401,7 @@ class Hybrid(Strategy):
         import optuna
         from optuna.trial import TrialState
 
-        from dse.search.study import TrialFailed, load_points, suggest
+        from dse.search.study import TrialFailed, is_fault, load_points, suggest
         from models.surrogate.evaluation import SurrogateDiverged
 
         spec, runner = self.spec, self.runner
@@ -450,6 +450,12 @@ class Hybrid(Strategy):
             if isinstance(e, SurrogateDiverged):
                 ot.set_user_attr("diverged", True)  # not proposed for training again (above)
             raise
+        except Exception as e:
+            if is_fault(e):  # a full disk, an unusable cache: the run stops and says so; the setting, failed
+                self.guard.record_fault(e)  # without a reason, is trained again when the run resumes
+                raise
+            ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input: record
+            raise  # it, the search goes on
         if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
             raise TrialFailed("no possible hardware point")
