@@ -114,7 +114,8 @@ def run(
         if summary:
             typer.echo(f"{spec.name}: {summary}")
     if res["finished"] or res.get("exhausted"):
-        from dse.search.study import diverged_settings, open_study, storage_url
+        from dse.results.views import diverged_settings
+        from dse.search.study import open_study, storage_url
 
         k = len(diverged_settings(spec, open_study(spec, storage_url(spec, storage, journal=workers > 1),
                                                   create=False)))

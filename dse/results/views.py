@@ -236,6 +236,31 @@ def recent_line(recent: dict) -> str:
             f"hypervolume (from {recent['before']:.6g}); {verdict}")
 
 
+def diverged_settings(spec, study) -> dict[str, str]:
+    """The training settings whose training diverged on some seed (their trials failed with the reason
+    ``SurrogateDiverged``), in ``study`` and its strategy's helper studies (the hybrid's settings): each
+    setting's training knobs (``name=value, ...``) -> the reason (which runs on which seeds)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from dse.search.strategies import strategy_class
+
+    trials = list(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+    for helper in strategy_class(spec.strategy).helper_studies(spec.name):
+        try:
+            trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(
+                deepcopy=False, states=(TrialState.FAIL,))
+        except KeyError:  # not made yet
+            pass
+    out: dict[str, str] = {}
+    for t in trials:
+        reason = t.user_attrs.get("fail_reason", "")
+        if reason.startswith("SurrogateDiverged"):
+            key = ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()) if k.startswith("training."))
+            out.setdefault(key or "(no training knob)", reason.removeprefix("SurrogateDiverged: "))
+    return out
+
+
 def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
     """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons, the
     strategy's own line (hybrid: settings trained, the surrogate runs they hold, the run budget), the training
@@ -245,7 +270,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
 
     from dse.search.pareto import front, recent_gain
     from dse.search.strategies import strategy_class
-    from dse.search.study import diverged_settings, hv_reference, load_points, mask_url, open_study, storage_url
+    from dse.search.study import hv_reference, load_points, mask_url, open_study, storage_url
 
     if study is None:
         study = open_study(spec, storage, create=False)

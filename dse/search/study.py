@@ -321,28 +321,6 @@ def counts_toward_budget(t, retried: set[int]) -> bool:
     return False
 
 
-def diverged_settings(spec: StudySpec, study: optuna.Study) -> dict[str, str]:
-    """The training settings whose training diverged on some seed (their trials failed with the reason
-    ``SurrogateDiverged``), in ``study`` and its strategy's helper studies (the hybrid's settings): each
-    setting's training knobs (``name=value, ...``) -> the reason (which runs on which seeds)."""
-    from dse.search.strategies import strategy_class
-
-    trials = list(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-    for helper in strategy_class(spec.strategy).helper_studies(spec.name):
-        try:
-            trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(
-                deepcopy=False, states=(TrialState.FAIL,))
-        except KeyError:  # not made yet
-            pass
-    out: dict[str, str] = {}
-    for t in trials:
-        reason = t.user_attrs.get("fail_reason", "")
-        if reason.startswith("SurrogateDiverged"):
-            key = ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()) if k.startswith("training."))
-            out.setdefault(key or "(no training knob)", reason.removeprefix("SurrogateDiverged: "))
-    return out
-
-
 def failed_count(study: optuna.Study) -> int:
     """Genuinely failed trials (impossible configurations, errors), not retried or interrupted ones."""
     trials = study.get_trials(deepcopy=False)
