@@ -73,6 +73,8 @@ MAX_REPEATS = 50
 #: seconds a worker waits before it looks again whether settings other workers are training left room in the
 #: run budget (as the runner polls for the last trials of the trial budget)
 WAIT_S = 0.5
+#: at most this long (seconds) a worker waits for an earlier claim's training knobs to be set before comparing
+CLAIM_WAIT_S = 10.0
 
 
 
@@ -397,6 +399,22 @@ class Hybrid(Strategy):
         self.repeats = 0 if self.entered else self.repeats + 1
         return self.repeats < MAX_REPEATS
 
+    def _settled_claims(self, number: int) -> list:
+        """The outer study's trials once every earlier claim still running has all its training knobs: another
+        worker's trial exists before the sampler has set its knobs (multivariate TPE takes milliseconds), and a
+        claim compared before its knobs are set would let two workers train one setting. A claim that stays
+        unsettled for CLAIM_WAIT_S (its worker died before suggesting) is not waited for any longer."""
+        from optuna.trial import TrialState
+
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while True:
+            trials = self.outer.get_trials(deepcopy=False)
+            if time.monotonic() > deadline or not any(
+                    t.state == TrialState.RUNNING and t.number < number and len(t.params) < len(self.train_knobs)
+                    for t in trials):
+                return trials
+            time.sleep(0.01)
+
     def _setting(self, ot: optuna.Trial) -> list[float]:
         import optuna
         from optuna.trial import TrialState
@@ -407,8 +425,7 @@ class Hybrid(Strategy):
         spec, runner = self.spec, self.runner
         ot.set_user_attr("worker", owner())
         tparams = {n: suggest(ot, n, k) for n, k in self.train_knobs}
-        same = [t for t in self.outer.get_trials(deepcopy=False)
-                if t.number != ot.number and t.params == tparams]
+        same = [t for t in self._settled_claims(ot.number) if t.number != ot.number and t.params == tparams]
         done = [t for t in same if t.state == TrialState.COMPLETE]
         if done:  # trained already: tell the sampler its result again, train nothing
             ot.set_user_attr("same_as", done[0].number)
