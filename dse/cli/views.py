@@ -99,8 +99,11 @@ def show(
     sur = d.get("surrogate", {})
     seeds = (f"; mean of {metrics['seeds']} surrogate seeds, ± the standard error of the mean"
              if "seeds" in metrics else "")
-    typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy task "
-               f"{sur.get('task', d['config']['training'].get('task', '?'))}, not the zoo model{seeds})")
+    tasks = sur.get("tasks") or d["config"]["training"].get("tasks")
+    who = (f"tasks {tasks if isinstance(tasks, str) else ','.join(tasks)} (accuracy, accuracy_drop: the first's; "
+           "accuracy_drop_worst: the worst task's)" if tasks else
+           f"task {sur.get('task', d['config']['training'].get('task', '?'))}")
+    typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy {who}, not the zoo model{seeds})")
     echo_table(rows, floatfmt="{:.5g}")
     typer.echo("")
     typer.echo("per model (time per step for plain BP on the reference, and this design's BP-phase and "

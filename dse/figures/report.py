@@ -163,8 +163,9 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
     parts.append(f"<h1>{html.escape(title)}</h1>")
     parts.append(f'<p class="note">Written {now} by <code>dse report</code> from '
                  f"<code>{html.escape(str(spec.path or '(no file)'))}</code>. Accuracy figures are the training "
-                 f"surrogate's on its proxy task ({html.escape(spec.base.training.task)}), not the zoo "
-                 "model's.</p>")
+                 f"surrogate's on its proxy task{'s' if spec.base.training.tasks else ''} "
+                 f"({html.escape(', '.join(spec.base.training.tasks or (spec.base.training.task,)))}), not the "
+                 "zoo model's.</p>")
 
     parts.append("<h2>Status</h2>")
     st = [{"item": k, "value": (", ".join(f"{a} {b}" for a, b in v.items() if b) if isinstance(v, dict) and

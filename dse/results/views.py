@@ -511,6 +511,12 @@ def proxy_note(spec, rows: list[dict] = ()) -> str:
         spread = f"mean of {spec.seeds} seeds (their sample std: <metric>_std, with --columns all)"
     else:
         spread = "one seed: no spread shown (seeds > 1 in [study] gives one)"
-    return (f"accuracy figures: the training surrogate's on its proxy task {t.task} ({t.network}), not the "
+    if t.tasks:
+        cfgs = t.task_configs()
+        who = ("tasks " + ", ".join(f"{c.task} ({c.network})" for c in cfgs)
+               + f" (accuracy, accuracy_drop: {cfgs[0].task}'s; accuracy_drop_worst: the worst task's)")
+    else:
+        who = f"task {t.task} ({t.network})"
+    return (f"accuracy figures: the training surrogate's on its proxy {who}, not the "
             f"workload's models; {spread}. Knobs are the values the search requested (a header names a knob "
             f"by its field: pred_width is training.pred_width).")

@@ -468,3 +468,22 @@ def test_settings_that_diverge_are_counted_in_the_summary_and_named_in_status(tm
         assert all(t.state.name == "FAIL" and t.user_attrs["fail_reason"].startswith("SurrogateDiverged")
                    for t in bad)
         assert "with the runs of 2 more that diverged" in status["training"]
+
+
+def test_a_worst_task_objective_is_raced_and_shows_its_noise(tmp_path, cli):
+    """[training] tasks with accuracy_drop_worst as the objective: the front's points rest on seeds_max seeds
+    with the metric's standard error, and the tables say which tasks the figures are whose."""
+    import csv
+    import io
+
+    text = edit('task = "digits"', 'task = "digits"\ntasks = ["digits", "mnist1d"]', ADAPTIVE).replace(
+        'metric = "accuracy_drop"', 'metric = "accuracy_drop_worst"')
+    path = write_study(tmp_path, text)
+    assert cli("run", path, "--workers", "1", "--trials", "6").returncode == 0
+    rows = list(csv.DictReader(io.StringIO(cli("pareto", path, "--format", "csv", "--all").stdout)))
+    assert rows and all(r["seeds"] == "3" and float(r["accuracy_drop_worst_se"]) >= 0 for r in rows)
+    r = cli("pareto", path)
+    note = (r.stdout + r.stderr).replace("\n", " ")
+    assert "proxy tasks digits (mlp), mnist1d" in note and "accuracy_drop_worst: the worst task's" in note
+    shown = cli("show", path, rows[0]["trial"]).stdout
+    assert "proxy tasks digits,mnist1d" in shown
