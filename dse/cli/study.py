@@ -56,6 +56,7 @@ def run(
     spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
                                             workers=workers, runs=runs)
     workers = spec.workers
+    _unused_options(spec, runs)
     import dse  # after the file is checked: a bad file fails without importing Optuna
 
     t0 = time.perf_counter()
@@ -136,6 +137,23 @@ def run(
         from dse.search.study import storage_url
 
         _all_failed(spec, storage_url(spec, storage, journal=workers > 1), study_file)
+
+
+def _unused_options(spec, runs: Optional[int] = None) -> None:
+    """A note (standard error) naming the [study] options the file (or --runs) gives that belong to another
+    strategy than the one that runs: they are accepted, since --strategy may pick that one, but do nothing."""
+    from dse.search.strategies import STRATEGIES
+
+    given = [n for n in spec.raw.get("study", {}) if any(n in (o.name for o in s.options) for s in STRATEGIES.values())]
+    if runs is not None and "runs" not in given:
+        given.append("runs")
+    own = {o.name for o in STRATEGIES[spec.strategy].options}
+    unused = [n for n in given if n not in own]
+    if unused:
+        owners = sorted({name for name, s in STRATEGIES.items() for o in s.options if o.name in unused})
+        typer.echo(f"note: {', '.join(f'study.{n}' for n in unused)}: option{'s' if len(unused) > 1 else ''} of the "
+                   f"{' and '.join(owners)} strategy, not used by the {spec.strategy} strategy this run uses",
+                   err=True)
 
 
 def _all_failed(spec, storage, study_file) -> None:

@@ -487,3 +487,15 @@ def test_a_worst_task_objective_is_raced_and_shows_its_noise(tmp_path, cli):
     assert "proxy tasks digits (mlp), mnist1d" in note and "accuracy_drop_worst: the worst task's" in note
     shown = cli("show", path, rows[0]["trial"]).stdout
     assert "proxy tasks digits,mnist1d" in shown
+
+
+def test_hybrid_options_given_to_a_joint_run_are_named_as_unused(tmp_path, cli):
+    path = write_study(tmp_path, RUN_BUDGET)
+    r = cli("run", path, "--strategy", "joint", "--trials", "2", "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert ("note: study.front_size, study.runs: options of the hybrid strategy, not used by the joint strategy"
+            in r.stderr)
+    (tmp_path / "h").mkdir()
+    r = cli("run", write_study(tmp_path / "h", RUN_BUDGET), "--trials", "3", "--workers", "1", "--quiet")
+    # the hybrid, its own options: no note
+    assert r.returncode == 0 and "note:" not in r.stderr
