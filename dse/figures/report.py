@@ -205,6 +205,9 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
                      "front.</p>")
     else:
         parts.append(f"<h2>The front ({len(f)} Pareto-optimal of {status['feasible']} feasible trials)</h2>")
+        if noise_aware:
+            parts.append('<p class="note">--noise-aware: no objective is an accuracy figure, so there is no '
+                         "accuracy noise to respect: this is the plain front.</p>")
     rows = front_rows(spec, f)
     shown, left = table_columns(spec, rows) if rows else ([], {"constant": {}, "empty": [], "other": []})
     parts.append(_front_table(spec, rows, shown, short=True))

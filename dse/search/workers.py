@@ -138,6 +138,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
 
     old = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
     last_done = -1
+    ends: list[int] = []  # the exit codes of the workers that ended
     try:
         for i in range(workers):
             procs[i] = _spawn(spec, url, i, budget, logdir)
@@ -152,6 +153,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
                     continue
                 err = _stderr(p)
                 del procs[i]
+                ends.append(rc)
                 if rc not in (0, 130):
                     errors.append(f"worker {i} exited with {rc}" + (f": {err.splitlines()[-1]}" if err else ""))
                     if rc == 2:  # bad input: every worker would fail the same way
@@ -181,11 +183,16 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     finally:
         stop_all()  # whatever ended the loop: no worker outlives this process
         signal.signal(signal.SIGTERM, old)
+        done = min(tracker.refresh()["done"], budget)
+        # every worker stopped by a signal from outside (Ctrl-C or SIGTERM to the workers): an interruption
+        interrupted = interrupted or bool(ends) and all(rc == 130 for rc in ends) and done < budget
+        # a worker that ended by itself (exit 0) before the budget: its strategy had nothing left to do (the
+        # hybrid's run budget, its grid, an exhausted space), whatever else happened on the way
+        exhausted = not (interrupted or timed_out) and 0 in ends and done < budget
         if bar is not None:
-            done = min(tracker.refresh()["done"], budget)
-            if not (interrupted or timed_out or errors) and 0 < done < budget:
-                bar.update(task, total=done, completed=done)  # ended before the trial budget (the hybrid's run
-            bar.stop()                                        # budget, or nothing left to propose): a full bar
+            if exhausted and done:
+                bar.update(task, total=done, completed=done)  # ended before the trial budget: a full bar
+            bar.stop()
         for p in procs.values():
             p.errlog.close()  # type: ignore[attr-defined]
         shutil.rmtree(logdir, ignore_errors=True)
@@ -196,6 +203,6 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     fr = front(pts, spec.directions)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(fr),
                      hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
-                     interrupted=interrupted, exhausted=not (interrupted or timed_out or errors) and b["done"] < budget,
+                     interrupted=interrupted, exhausted=exhausted,
                      storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
                      restarts=restarts)

@@ -405,6 +405,38 @@ def test_a_worker_that_cannot_be_started_stops_the_others(tmp_path, monkeypatch)
     assert started and started[0].poll() is not None  # the first one was stopped
 
 
+def _worker_pids(spec, url, p, n=2, wait=120) -> set[int]:
+    """The process ids of ``n`` workers of the run ``p``, once each has started a trial (read from the study)."""
+    pids: set[int] = set()
+    t0 = time.time()
+    while time.time() - t0 < wait and len(pids) < n and p.poll() is None:
+        try:
+            st = open_study(spec, url, create=False)
+            pids = {int(t.user_attrs["worker"].split(":")[1]) for t in st.get_trials(deepcopy=False)
+                    if "worker" in t.user_attrs}
+        except Exception:  # not created yet
+            pass
+        time.sleep(0.2)
+    return pids
+
+
+def test_workers_stopped_from_outside_make_an_interrupted_run_not_an_ended_one(tmp_path):
+    """SIGTERM sent to the workers (not to `dse run`): each records its trial as interrupted and exits 130;
+    the run says it was interrupted and exits 130, not that its search ended before the budget."""
+    f = _study(tmp_path)
+    spec = load_study(f)
+    run(spec, storage=f"sqlite:///{tmp_path / 'warm.db'}", trials=2)  # the surrogate cache holds both settings
+    p = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(f), "--workers", "2", "-q", "--trials", "2000"],
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = _worker_pids(spec, f"journal:///{tmp_path / 'tiny.journal'}", p)
+    assert len(pids) == 2, p.communicate(timeout=60)
+    for q in pids:
+        os.kill(q, signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, (out, err)
+    assert "interrupted: completed trials are kept" in err and "ended before" not in out + err
+
+
 def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
     f = _study(tmp_path)
     spec = load_study(f)
@@ -413,17 +445,9 @@ def test_workers_end_with_their_parent_even_if_it_is_killed(tmp_path):
     # PYTHONFAULTHANDLER: if the workers never start, SIGABRT makes the parent print where it is stuck
     p = subprocess.Popen([sys.executable, "-m", "dse.cli", "run", str(f), "--workers", "2", "-q", "--trials", "2000"],
                          env=_env(PYTHONFAULTHANDLER="1"), stdout=subprocess.DEVNULL, stderr=err)
-    url = f"journal:///{tmp_path / 'tiny.journal'}"
-    pids: set[int] = set()
     t0 = time.time()
-    while time.time() - t0 < 120 and len(pids) < 2 and p.poll() is None:
-        try:
-            st = open_study(spec, url, create=False)
-            pids = {int(t.user_attrs["worker"].split(":")[1]) for t in st.get_trials(deepcopy=False)
-                    if "worker" in t.user_attrs}
-        except Exception:  # not created yet
-            pass
-        time.sleep(0.2)
+    url = f"journal:///{tmp_path / 'tiny.journal'}"
+    pids = _worker_pids(spec, url, p)
     if not pids or p.poll() is not None:  # the workers never ran: say why (the parent's exit or its stacks)
         if p.poll() is None:
             p.send_signal(signal.SIGABRT)

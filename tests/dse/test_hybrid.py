@@ -99,8 +99,19 @@ def test_hybrid_with_the_grid_sampler_visits_each_training_setting_once(study_fi
     spec = replace(_hybrid(study_file), sampler="grid", trials=1000)
     res = run(spec)
     assert res["exhausted"] and res["surrogate_runs"] == 6  # the six pred_width values, then it stops
+    assert "every training setting of the grid" in res["stop_reason"]
     trials = open_study(spec, create=False).get_trials()
     assert {t.params["training.pred_width"] for t in trials} == {4, 8, 16, 32, 64, 128}
+
+
+def test_a_grid_walk_on_two_workers_says_it_searched_the_grid(study_file, cli):
+    """The reason a grid walk ended, read from the study when the run's figures stay in the workers."""
+    study_file.write_text(study_file.read_text().replace('sampler = "nsga2"', 'sampler = "grid"').replace(
+        "trials = 12", "trials = 1000"))
+    r = cli("run", study_file, "--strategy", "hybrid", "--workers", "2", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "the search ended before its trial budget of 1000" in r.stdout
+    assert "it has searched every training setting of the grid" in r.stderr
 
 
 def test_hybrid_accepts_a_training_metric_as_objective_and_constraint(study_file):
@@ -166,3 +177,34 @@ def test_an_unforeseen_error_in_a_setting_is_recorded_and_the_search_goes_on(stu
     outer = optuna.load_study(study_name=f"{spec.name}.training", storage=f"sqlite:///{study_file.parent / 'tiny.db'}")
     failed = [t for t in outer.get_trials() if t.state == TrialState.FAIL]
     assert [t.user_attrs.get("fail_reason") for t in failed] == ["RuntimeError: an unforeseen error"]
+
+
+def test_a_claim_is_compared_only_once_earlier_claims_have_their_knobs(monkeypatch):
+    """Another worker's outer trial exists before its sampler has set its knobs: the check waits until every
+    earlier running claim has them (else two workers could both train one setting), and gives up on one that
+    never gets them (its worker died) after CLAIM_WAIT_S."""
+    from types import SimpleNamespace
+
+    import dse.search.strategies.hybrid as hy
+
+    def trial(number, params):
+        return SimpleNamespace(number=number, state=TrialState.RUNNING, params=params)
+
+    class Outer:
+        def __init__(self, partial_reads):
+            self.reads, self.partial_reads = 0, partial_reads
+
+        def get_trials(self, deepcopy=False):
+            self.reads += 1
+            earlier = trial(3, {"training.a": 1} if self.reads <= self.partial_reads else {"training.a": 1,
+                                                                                            "training.b": 2})
+            return [earlier, trial(4, {"training.a": 1, "training.b": 2})]
+
+    me = SimpleNamespace(outer=Outer(partial_reads=3), train_knobs=[("training.a", None), ("training.b", None)])
+    got = hy.Hybrid._settled_claims(me, 4)
+    assert me.outer.reads == 4 and got[0].params == {"training.a": 1, "training.b": 2}
+    later = SimpleNamespace(outer=Outer(partial_reads=10**9), train_knobs=me.train_knobs)
+    assert len(hy.Hybrid._settled_claims(later, 3)) == 2 and later.outer.reads == 1  # no earlier claim: no wait
+    monkeypatch.setattr(hy, "CLAIM_WAIT_S", 0.0)
+    dead = SimpleNamespace(outer=Outer(partial_reads=10**9), train_knobs=me.train_knobs)
+    assert hy.Hybrid._settled_claims(dead, 4)[0].params == {"training.a": 1}  # given up on

@@ -305,14 +305,17 @@ class Hybrid(Strategy):
     def ended(cls, spec, study) -> str:
         import optuna
 
+        try:
+            outer = optuna.load_study(study_name=f"{spec.name}{TRAINING_SUFFIX}", storage=study._storage)
+        except KeyError:
+            return cls.stop_reason
+        trials = outer.get_trials(deepcopy=False)
         if spec.runs is not None:
-            try:
-                outer = optuna.load_study(study_name=f"{spec.name}{TRAINING_SUFFIX}", storage=study._storage)
-            except KeyError:
-                return cls.stop_reason
-            used, _ = training_runs(spec, outer.get_trials(deepcopy=False))
+            used, _ = training_runs(spec, trials)
             if not fits(spec, used):
                 return budget_spent(spec, used)
+        if spec.sampler == "grid" and not [g for g in training_grid(spec) if _key(g) not in taken_settings(trials)]:
+            return GRID_DONE
         return cls.stop_reason
 
     @classmethod
@@ -347,8 +350,7 @@ class Hybrid(Strategy):
                              "give no sampler instance with sampler = \"grid\"")
         if spec.sampler == "grid":
             # the grid of training settings in a seeded order; each is proposed once, then the run ends
-            self.grid = [dict(zip([n for n, _ in self.train_knobs], combo))
-                         for combo in itertools.product(*[k.values() for _, k in self.train_knobs])]
+            self.grid = training_grid(spec)
             np.random.default_rng(spec.seed).shuffle(self.grid)
             sampler = optuna.samplers.RandomSampler(seed=spec.seed)
         else:
@@ -362,6 +364,7 @@ class Hybrid(Strategy):
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
         self.entered = 0
         self.spent = False  # the run budget ([study] runs) holds no further setting
+        self.grid_done = False  # sampler = "grid": every training setting of the grid has been searched
         self.waited = False  # the last setting was turned away: settings claimed earlier held the run budget
 
     # -- one step: one training setting ------------------------------------------------------------------
@@ -383,11 +386,10 @@ class Hybrid(Strategy):
                 time.sleep(WAIT_S)  # settings being trained elsewhere may leave room: wait for them
                 return True
         if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            taken = {_key(t.params) for t in self.outer.get_trials(deepcopy=False)
-                     if (t.state != TrialState.FAIL or t.user_attrs.get("fail_reason"))
-                     and not t.user_attrs.get("budget_wait")}
+            taken = taken_settings(self.outer.get_trials(deepcopy=False))
             todo = [g for g in self.grid if _key(g) not in taken]
             if not todo:
+                self.grid_done = True
                 return False  # every training setting of the grid has been searched
             self.outer.enqueue_trial(todo[0])
         self.entered = 0
@@ -575,7 +577,31 @@ class Hybrid(Strategy):
                "training_runs": training_runs(self.spec, trials)[0]}
         if self.spent:
             out["stop_reason"] = budget_spent(self.spec, out["training_runs"])
+        elif self.grid_done:
+            out["stop_reason"] = GRID_DONE
         return out
+
+
+GRID_DONE = ("the hybrid search ended: it has searched every training setting of the grid (sampler = \"grid\"), "
+             "each once")
+
+
+def training_grid(spec) -> list[dict]:
+    """Every training setting of the space (the hybrid's grid), in the space's order."""
+    knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+    return [dict(zip([n for n, _ in knobs], combo)) for combo in itertools.product(*[k.values() for _, k in knobs])]
+
+
+def taken_settings(trials) -> set:
+    """The training settings a grid walk has taken: trained or being trained (complete, running, waiting), or
+    failed with a reason of their own (a diverged or impossible setting). Not one whose training a fault or a
+    dead worker cut short (failed with no reason: trained again), nor a pruned proposal (another worker's claim,
+    or a wait for the run budget), which took nothing."""
+    from optuna.trial import TrialState
+
+    return {_key(t.params) for t in trials
+            if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+            or (t.state == TrialState.FAIL and t.user_attrs.get("fail_reason"))}
 
 
 def budget_spent(spec, used: int) -> str:
