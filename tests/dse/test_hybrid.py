@@ -208,3 +208,20 @@ def test_a_claim_is_compared_only_once_earlier_claims_have_their_knobs(monkeypat
     monkeypatch.setattr(hy, "CLAIM_WAIT_S", 0.0)
     dead = SimpleNamespace(outer=Outer(partial_reads=10**9), train_knobs=me.train_knobs)
     assert hy.Hybrid._settled_claims(dead, 4)[0].params == {"training.a": 1}  # given up on
+
+
+def test_a_setting_an_earlier_run_cut_short_is_trained_first_on_resume(study_file):
+    """A setting whose training an interruption or a fault cut short (its outer trial failed with no reason)
+    holds runs and no point; the resumed run queues it first and finishes it, whatever the sampler proposes."""
+    spec = replace(_hybrid(study_file), trials=3)  # one setting's sub-front
+    run(spec)
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=f"sqlite:///{study_file.parent / 'tiny.db'}")
+    done = outer.get_trials(states=(TrialState.COMPLETE,))
+    left = [w for w in (4, 8, 16, 32, 64, 128) if w != done[0].params["training.pred_width"]][-1]
+    outer.add_trial(optuna.trial.create_trial(  # what an interrupted setting leaves
+        state=TrialState.FAIL, params={"training.pred_width": left}, distributions=done[0].distributions,
+        user_attrs={"trained": True, "seeds": 1}))
+    run(replace(spec, trials=6))
+    new = [t for t in outer.get_trials() if t.number > done[0].number + 1]
+    assert new[0].params == {"training.pred_width": left} and new[0].state == TrialState.COMPLETE
+    assert new[0].user_attrs["retry_of"] == done[0].number + 1

@@ -50,7 +50,7 @@ from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
 from dse.search.replication import race, start_seeds
-from dse.search.runguard import derive_seed, owner
+from dse.search.runguard import INTERRUPTED, derive_seed, owner
 from dse.search.samplers import make_sampler
 from dse.search.strategies.base import Option, Strategy
 from models.surrogate import SurrogateConfig
@@ -365,6 +365,7 @@ class Hybrid(Strategy):
         self.entered = 0
         self.spent = False  # the run budget ([study] runs) holds no further setting
         self.grid_done = False  # sampler = "grid": every training setting of the grid has been searched
+        self.requeued = False  # settings cut short by an earlier run queued again (once, at the first step)
         self.waited = False  # the last setting was turned away: settings claimed earlier held the run budget
 
     # -- one step: one training setting ------------------------------------------------------------------
@@ -375,6 +376,9 @@ class Hybrid(Strategy):
         from dse.search.study import recover_dead_workers
 
         recover_dead_workers(self.outer)
+        if not self.requeued:
+            self.requeued = True
+            self._requeue_cut_settings()
         if self.spec.runs is not None:
             if self.runner.heartbeat:  # a setting another machine's dead worker held: failed (and retried) now,
                 optuna.storages.fail_stale_trials(self.outer)  # not only when this worker trains next
@@ -400,6 +404,21 @@ class Hybrid(Strategy):
             return True
         self.repeats = 0 if self.entered else self.repeats + 1
         return self.repeats < MAX_REPEATS
+
+    def _requeue_cut_settings(self) -> None:
+        """Queue again, once, each setting whose training an interruption or a fault cut short in an earlier run
+        (its outer trial failed with no reason of its own) and that no other trial has taken since: a resumed
+        run finishes it from the seeds the cache holds, instead of leaving those runs counted with no point
+        entered (a sampler seldom proposes one setting twice)."""
+        from dse.search.runguard import queue
+
+        trials = self.outer.get_trials(deepcopy=False)
+        taken = taken_settings(trials)
+        for t in trials:
+            if (t.state.name == "FAIL" and t.user_attrs.get("trained") and not t.user_attrs.get("fail_reason")
+                    and _key(t.params) not in taken):
+                queue(self.outer, t.params, retry_of=t.number)
+                taken.add(_key(t.params))
 
     def _settled_claims(self, number: int) -> list:
         """The outer study's trials once every earlier claim still running has all its training knobs: another
@@ -596,12 +615,14 @@ def taken_settings(trials) -> set:
     """The training settings a grid walk has taken: trained or being trained (complete, running, waiting), or
     failed with a reason of their own (a diverged or impossible setting). Not one whose training a fault or a
     dead worker cut short (failed with no reason: trained again), nor a pruned proposal (another worker's claim,
-    or a wait for the run budget), which took nothing."""
+    or a wait for the run budget), which took nothing; nor one queued and failed unrun when a run ended
+    ("interrupted: ...")."""
     from optuna.trial import TrialState
 
     return {_key(t.params) for t in trials
             if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
-            or (t.state == TrialState.FAIL and t.user_attrs.get("fail_reason"))}
+            or (t.state == TrialState.FAIL and t.user_attrs.get("fail_reason")
+                and not t.user_attrs["fail_reason"].startswith(INTERRUPTED))}
 
 
 def budget_spent(spec, used: int) -> str:
