@@ -199,6 +199,11 @@ def test_a_full_surrogate_cache_stops_a_hybrid_run_with_one_line_and_it_resumes(
         code, err = dse_inproc("run", f, "--storage", url, "--trials", 6, "--workers", 1)
         assert code == 0, err
         assert len(_snapshot(spec, url)) == 6 and all(_snapshot(spec, url)[n] == v for n, v in kept.items())
+        outer = optuna.load_study(study_name="tiny.training", storage=url)
+        cut = [t for t in outer.get_trials() if t.user_attrs.get("cut_short")]
+        assert len(cut) == 1 and cut[0].state == TrialState.FAIL  # queued again first on resume, and finished:
+        assert [t.state for t in outer.get_trials() if t.user_attrs.get("retry_of") == cut[0].number] == [
+            TrialState.COMPLETE]
 
 
 def _torn(path: Path) -> bytes:

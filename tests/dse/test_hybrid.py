@@ -220,7 +220,7 @@ def test_a_setting_an_earlier_run_cut_short_is_trained_first_on_resume(study_fil
     left = [w for w in (4, 8, 16, 32, 64, 128) if w != done[0].params["training.pred_width"]][-1]
     outer.add_trial(optuna.trial.create_trial(  # what an interrupted setting leaves
         state=TrialState.FAIL, params={"training.pred_width": left}, distributions=done[0].distributions,
-        user_attrs={"trained": True, "seeds": 1}))
+        user_attrs={"trained": True, "seeds": 1, "cut_short": True}))
     run(replace(spec, trials=6))
     new = [t for t in outer.get_trials() if t.number > done[0].number + 1]
     assert new[0].params == {"training.pred_width": left} and new[0].state == TrialState.COMPLETE

@@ -407,15 +407,16 @@ class Hybrid(Strategy):
 
     def _requeue_cut_settings(self) -> None:
         """Queue again, once, each setting whose training an interruption or a fault cut short in an earlier run
-        (its outer trial failed with no reason of its own) and that no other trial has taken since: a resumed
-        run finishes it from the seeds the cache holds, instead of leaving those runs counted with no point
-        entered (a sampler seldom proposes one setting twice)."""
+        (its outer trial failed with no reason of its own, marked ``cut_short``) and that no other trial has
+        taken since: a resumed run finishes it from the seeds the cache holds, instead of leaving those runs
+        counted with no point entered (a sampler seldom proposes one setting twice). A dead worker's setting is
+        not marked: the dead-worker recovery (or Optuna's heartbeat) queues its retry."""
         from dse.search.runguard import queue
 
         trials = self.outer.get_trials(deepcopy=False)
         taken = taken_settings(trials)
         for t in trials:
-            if (t.state.name == "FAIL" and t.user_attrs.get("trained") and not t.user_attrs.get("fail_reason")
+            if (t.state.name == "FAIL" and t.user_attrs.get("cut_short") and not t.user_attrs.get("fail_reason")
                     and _key(t.params) not in taken):
                 queue(self.outer, t.params, retry_of=t.number)
                 taken.add(_key(t.params))
@@ -488,9 +489,13 @@ class Hybrid(Strategy):
             if isinstance(e, SurrogateDiverged):
                 ot.set_user_attr("diverged", True)  # not proposed for training again (above)
             raise
+        except KeyboardInterrupt:
+            _mark_cut(ot)  # failed with no reason: queued again first when the run resumes
+            raise
         except Exception as e:
             if is_fault(e):  # a full disk, an unusable cache: the run stops and says so; the setting, failed
-                self.guard.record_fault(e)  # without a reason, is trained again when the run resumes
+                self.guard.record_fault(e)  # without a reason, is queued again first when the run resumes
+                _mark_cut(ot)
                 raise
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input: record
             raise  # it, the search goes on
@@ -623,6 +628,14 @@ def taken_settings(trials) -> set:
             if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
             or (t.state == TrialState.FAIL and t.user_attrs.get("fail_reason")
                 and not t.user_attrs["fail_reason"].startswith(INTERRUPTED))}
+
+
+def _mark_cut(ot) -> None:
+    """Mark a setting's outer trial as cut short by an interruption or a fault (the storage may be the fault)."""
+    try:
+        ot.set_user_attr("cut_short", True)
+    except Exception:  # the storage itself: the setting is then not queued again, only re-proposed by chance
+        pass
 
 
 def budget_spent(spec, used: int) -> str:
