@@ -106,45 +106,39 @@ def run(
         typer.echo(f"accuracy noise: {res['distinguishable']} of the {res['front']} front points are distinguishable "
                    f"by the paired-seed test (dse pareto --noise-aware); each front point rests on {seeds}")
     from dse.search.strategies import strategy_class
+    from dse.search.study import open_study, storage_url
 
+    strat = strategy_class(res.get("strategy", spec.strategy))
+    url = storage_url(spec, storage, journal=workers > 1)
+    stored = open_study(spec, url, create=False) if res["finished"] or res.get("exhausted") else None
     if res["complete"]:
-        from dse.search.study import open_study, storage_url
-
-        summary = strategy_class(res.get("strategy", spec.strategy)).run_summary(
-            spec, open_study(spec, storage_url(spec, storage, journal=workers > 1), create=False))
+        summary = strat.run_summary(spec, stored)
         if summary:
             typer.echo(f"{spec.name}: {summary}")
-    if res["finished"] or res.get("exhausted"):
+    if stored is not None:
         from dse.results.views import diverged_settings
-        from dse.search.study import open_study, storage_url
 
-        k = len(diverged_settings(spec, open_study(spec, storage_url(spec, storage, journal=workers > 1),
-                                                  create=False)))
+        k = len(diverged_settings(spec, stored))
         if k:
             typer.echo(f"{spec.name}: {k} training setting{'s' if k > 1 else ''} diverged on a surrogate seed "
                        "(non-finite loss or accuracy at chance): their trials failed, no front or mean includes "
                        f"them; the seeds and runs: dse status {study_file}")
     if res.get("exhausted"):
-        from dse.search.study import open_study, storage_url
-
-        reason = res.get("stop_reason") or strategy_class(res.get("strategy", spec.strategy)).ended(
-            spec, open_study(spec, storage_url(spec, storage, journal=workers > 1), create=False))
-        typer.echo(reason, err=True)
+        typer.echo(res.get("stop_reason") or strat.ended(spec, stored), err=True)
     if res["interrupted"]:
         typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
         raise typer.Exit(130)
-    if not res["complete"] and (res["finished"] or res.get("exhausted")):
-        from dse.search.study import storage_url
-
-        _all_failed(spec, storage_url(spec, storage, journal=workers > 1), study_file)
+    if not res["complete"] and stored is not None:
+        _all_failed(spec, stored, study_file)
 
 
 def _unused_options(spec, runs: Optional[int] = None) -> None:
     """A note (standard error) naming the [study] options the file (or --runs) gives that belong to another
     strategy than the one that runs: they are accepted, since --strategy may pick that one, but do nothing."""
     from dse.search.strategies import STRATEGIES
+    from dse.search.studyfile import OPTIONS
 
-    given = [n for n in spec.raw.get("study", {}) if any(n in (o.name for o in s.options) for s in STRATEGIES.values())]
+    given = [n for n in spec.raw.get("study", {}) if n in OPTIONS]
     if runs is not None and "runs" not in given:
         given.append("runs")
     own = {o.name for o in STRATEGIES[spec.strategy].options}
@@ -156,23 +150,13 @@ def _unused_options(spec, runs: Optional[int] = None) -> None:
                    err=True)
 
 
-def _all_failed(spec, storage, study_file) -> None:
+def _all_failed(spec, study, study_file) -> None:
     """Every trial failed: a one-line error with the most common reason (exit 2)."""
-    import optuna
+    from dse.results.views import strategy_trials
 
-    from dse.search.study import open_study
-
-    study = open_study(spec, storage, create=False)
-    trials = study.get_trials(deepcopy=False)
-    from dse.search.strategies import strategy_class
-
-    # the strategy's helper studies (the hybrid's training settings), whose trials give the reason when
+    # with the strategy's helper studies (the hybrid's training settings), whose trials give the reason when
     # none reached the main study
-    for helper in strategy_class(spec.strategy).helper_studies(spec.name):
-        try:
-            trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(deepcopy=False)
-        except Exception:  # not made yet, or unreadable: the main study's trials still give the reason
-            pass
+    trials = strategy_trials(spec, study)
     reasons: dict[str, int] = {}
     for t in trials:
         r = t.user_attrs.get("fail_reason")

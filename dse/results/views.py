@@ -236,22 +236,30 @@ def recent_line(recent: dict) -> str:
             f"hypervolume (from {recent['before']:.6g}); {verdict}")
 
 
+def strategy_trials(spec, study, states=None) -> list:
+    """The trials of ``study`` and of its strategy's helper studies (the hybrid's training settings), in those
+    ``states`` (all by default); a helper study not made yet, or unreadable, adds none."""
+    import optuna
+
+    from dse.search.strategies import strategy_class
+
+    trials = list(study.get_trials(deepcopy=False, states=states))
+    for helper in strategy_class(spec.strategy).helper_studies(spec.name):
+        try:
+            trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(
+                deepcopy=False, states=states)
+        except Exception:  # not made yet, or unreadable: the main study's trials stand
+            pass
+    return trials
+
+
 def diverged_settings(spec, study) -> dict[str, str]:
     """The training settings whose training diverged on some seed (their trials failed with the reason
     ``SurrogateDiverged``), in ``study`` and its strategy's helper studies (the hybrid's settings): each
     setting's training knobs (``name=value, ...``) -> the reason (which runs on which seeds)."""
-    import optuna
     from optuna.trial import TrialState
 
-    from dse.search.strategies import strategy_class
-
-    trials = list(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
-    for helper in strategy_class(spec.strategy).helper_studies(spec.name):
-        try:
-            trials += optuna.load_study(study_name=helper, storage=study._storage).get_trials(
-                deepcopy=False, states=(TrialState.FAIL,))
-        except KeyError:  # not made yet
-            pass
+    trials = strategy_trials(spec, study, states=(TrialState.FAIL,))
     out: dict[str, str] = {}
     for t in trials:
         reason = t.user_attrs.get("fail_reason", "")

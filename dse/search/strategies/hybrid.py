@@ -284,13 +284,13 @@ class Hybrid(Strategy):
             outer = optuna.load_study(study_name=f"{spec.name}{TRAINING_SUFFIX}", storage=study._storage)
         except KeyError:
             return None
-        trained = [t for t in outer.get_trials(deepcopy=False)
-                   if t.state.name == "COMPLETE" and t.user_attrs.get("trained")]
+        trials = outer.get_trials(deepcopy=False)
+        trained = [t for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("trained")]
         entered = {t.user_attrs.get("training_trial") for t in study.get_trials(deepcopy=False)
                    if t.state.name == "COMPLETE"}
         n_in = sum(1 for t in trained if t.number in entered)
-        used, _ = training_runs(spec, outer.get_trials(deepcopy=False))
-        bad = len({_key(t.params) for t in outer.get_trials(deepcopy=False) if t.user_attrs.get("diverged")})
+        used, _ = training_runs(spec, trials)
+        bad = len({_key(t.params) for t in trials if t.user_attrs.get("diverged")})
         out = (f"{len(trained)} training settings trained on {used} surrogate runs"
                + (f" (with the runs of {bad} more that diverged)" if bad else "")
                + (f" (run budget {spec.runs}{'' if fits(spec, used) else ', spent'})"
@@ -314,7 +314,7 @@ class Hybrid(Strategy):
             used, _ = training_runs(spec, trials)
             if not fits(spec, used):
                 return budget_spent(spec, used)
-        if spec.sampler == "grid" and not [g for g in training_grid(spec) if _key(g) not in taken_settings(trials)]:
+        if spec.sampler == "grid" and not {_key(g) for g in training_grid(spec)} - taken_settings(trials):
             return GRID_DONE
         return cls.stop_reason
 
