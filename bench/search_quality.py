@@ -56,6 +56,7 @@ import sys
 import time
 from pathlib import Path
 
+import moocore
 import numpy as np
 
 BUDGETS = (5, 10, 25, 50, 100, 200)
@@ -281,10 +282,50 @@ def ceiling(t: Truth, budgets: list[int]) -> dict:
 
     trained = np.array([p[0, cols] if len(p) else np.full(len(cols), np.nan) for p in pts])
     resid = (trained - exp)[t.possible]
+    resid_std = resid.std(axis=0, ddof=1) if len(resid) > 1 else np.full(len(cols), np.nan)
     return {"oracle": greedy(trained), "expected": greedy(exp),
-            "residual_std": [round(float(x), 3) for x in resid.std(axis=0, ddof=1)],
+            "residual_std": [round(float(x), 3) for x in resid_std],
             "spread_std": [round(float(x), 3) for x in trained[t.possible].std(axis=0, ddof=1)],
-            "training_objectives": [t.spec.metrics[k] for k in cols]}
+            "training_objectives": [t.spec.metrics[k] for k in cols],
+            "exclusive": exclusive(t, pts, trained, exp, resid_std)}
+
+
+def exclusive(t: Truth, pts: list[np.ndarray], trained: np.ndarray, exp: np.ndarray, resid_std: np.ndarray,
+              top: int = 5) -> list[dict]:
+    """The settings that hold the most hypervolume *alone*: each one's exclusive share (the truth's hypervolume
+    over every setting's sub-front, less the same without that setting, as a share of the truth), largest
+    first. A search that never trains the first one holds at most 1 - its share. With each: its knobs, its
+    trained training objectives, their expected values (:func:`expected_training_values`), how many residual
+    standard deviations apart (negative: luckier than expected, for a minimised objective) and its rank by
+    expected value (1 the best)."""
+    from dse.search.pareto import hypervolume_of
+
+    def nd(x):
+        return x[moocore.is_nondominated(x, maximise=t.maxi)] if len(x) else x
+
+    have = [i for i in range(len(pts)) if len(pts[i])]
+    if not have:
+        return []
+    whole_front = nd(np.vstack([pts[i] for i in have]))
+    whole = hypervolume_of(whole_front, t.directions, t.ref)
+    on = [i for i in have if any((whole_front[:, None, :] == pts[i][None]).all(axis=2).any(axis=1))]
+    shares = []
+    for i in on:
+        rest = [pts[j] for j in have if j != i]
+        hv = hypervolume_of(nd(np.vstack(rest)), t.directions, t.ref) if rest else 0.0
+        shares.append(((whole - hv) / t.hv, i))
+    shares.sort(key=lambda x: (-x[0], x[1]))
+    k0 = _training_columns(t)[0] if _training_columns(t) else None
+    sign = -1.0 if k0 is not None and t.maxi[k0] else 1.0
+    rank = np.argsort(np.argsort(sign * exp[:, 0], kind="stable"), kind="stable") + 1 if len(exp) else []
+    out = []
+    for share, i in shares[:top]:
+        out.append({"setting": {k.removeprefix("training."): v for k, v in t.settings[i].items()},
+                    "share": round(float(share), 5), "trained": [round(float(x), 3) for x in trained[i]],
+                    "expected": [round(float(x), 3) for x in exp[i]],
+                    "residual_sds": [round(float(x), 2) for x in (trained[i] - exp[i]) / resid_std],
+                    "rank_by_expected": int(rank[i]), "index": int(i)})
+    return out
 
 
 def _plain_bp_seconds(spec, tparams: dict) -> float:
@@ -377,6 +418,8 @@ def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: i
     knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
     done: dict[int, list[float]] = {}
     trace, t0, repeats = [], time.perf_counter(), 0
+    if sampler_name.partition("-")[0] == "hvi":  # the strategy chooses each setting itself
+        return _run_hvi(t, sampler_name, seed, max_runs, workers)
     if sampler_name == "grid":  # the strategy walks the grid in a seeded order itself
         order = np.random.default_rng(seed).permutation(len(t.settings))[:max_runs]
         for i in order:
@@ -411,6 +454,50 @@ def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: i
     return {"trace": trace}
 
 
+def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> dict:
+    """The hybrid's ``hvi`` outer selection on the table: the strategy's own :class:`dse.search.hvi.HviSelector`,
+    each setting's sub-front read from the table (``hvi-sN``: ``N`` random settings first). ``workers``
+    settings are chosen before any is trained (each worker sees the others' as taken)."""
+    from dse.search.hvi import HVI_STARTUP, HviSelector
+
+    _, _, var = method.partition("-")
+    startup = int(var[1:]) if var[:1] == "s" else HVI_STARTUP
+    if var and var[:1] != "s":
+        raise SystemExit(f"--methods: unknown variant hybrid:{method!r} (hvi-sN)")
+    cols = _training_columns(t)
+
+    def points(i):
+        idx = t.fronts[i][0]
+        idx = idx[t.feasible[i, idx]] if t.possible[i] and len(idx) else np.array([], dtype=int)
+        return t.values[i, idx]
+
+    sel = HviSelector(t.settings, points, t.directions, t.ref, cols, startup=startup)
+    rng = np.random.default_rng(seed)
+    trained: dict[int, list[float]] = {}
+    failed: set[int] = set()
+    front = np.zeros((0, len(t.directions)))
+    trace, t0 = [], time.perf_counter()
+    while len(trained) < max_runs:
+        batch: list[int] = []
+        for _ in range(workers):
+            i = sel.next(trained, failed | set(batch), front, rng)
+            if i is not None:
+                batch.append(i)
+        if not batch:
+            break
+        for i in batch:
+            if len(trained) >= max_runs:
+                break
+            if not t.possible[i]:
+                failed.add(i)
+                continue
+            p = points(i)
+            trained[i] = [float(t.values[i, 0, c]) for c in cols]
+            front = np.vstack([front, p])
+            trace.extend((i, int(j), time.perf_counter() - t0) for j in t.fronts[i][0])
+    return {"trace": trace}
+
+
 def curve(t: Truth, trace: list, hybrid: bool) -> list[dict]:
     """Hypervolume share after each surrogate run (rows: runs, trials, share, own seconds, modelled seconds)."""
     import moocore
@@ -427,7 +514,7 @@ def curve(t: Truth, trace: list, hybrid: bool) -> list[dict]:
         train = float(t.train_seconds[settings].sum()) + t.bp_s
         hw = (runs * t.grid_s + entered * t.eval_hw_s) if hybrid else trials * t.eval_hw_s
         return {"runs": runs, "trials": trials, "share": hypervolume_of(front, t.directions, t.ref) / t.hv,
-                "own_s": own, "wall_s": own + train + hw}
+                "own_s": own, "wall_s": own + train + hw, "setting": settings[-1]}
 
     def flush():
         nonlocal front, pending
@@ -520,7 +607,7 @@ def main() -> None:
     # the methods, checked before any work: dse's own gp sampler says whether it can run here (torch)
     from dse.search.samplers import SAMPLERS
 
-    joint, outer = ["random", "tpe", "nsga2", "auto"], ["random", "tpe", "nsga2", "auto", "grid"]
+    joint, outer = ["random", "tpe", "nsga2", "auto"], ["random", "tpe", "nsga2", "auto", "grid", "hvi"]
     try:
         SAMPLERS["gp"](spec, 0)
         gp_error = None
@@ -577,6 +664,13 @@ def main() -> None:
         + "; by their expected values (additive fit of " + ", ".join(ceil["training_objectives"])
         + f": residual std {ceil['residual_std']} against the settings' spread {ceil['spread_std']}) "
         + ", ".join(f"{b} runs {v:.3f}" for b, v in ceil["expected"].items()))
+    if ceil["exclusive"]:
+        e = ceil["exclusive"][0]
+        log(f"  the setting that holds the most alone: {e['share']:.4f} of the truth ({e['setting']}; trained "
+            f"{e['trained']}, expected {e['expected']}: {e['residual_sds']} residual std, rank "
+            f"{e['rank_by_expected']} of {len(t.settings)} by expected value); a search that never trains it "
+            f"holds at most {1 - e['share']:.4f}; the next: "
+            + ", ".join(f"{x['share']:.4f}" for x in ceil["exclusive"][1:]))
     max_runs = max(a.budgets)
     max_trials = a.max_trials or (spec.trials if spec.runs is None else JOINT_TRIALS)
     t1 = time.perf_counter()
@@ -591,7 +685,7 @@ def main() -> None:
     df.to_csv(out.with_suffix(".csv"), index=False)
     from scipy.stats import mannwhitneyu
 
-    table, pvals, result = [], {}, {}
+    table, pvals, result, most = [], {}, {}, {}
     for b in a.budgets:
         share, reached = at_budget(df, b)
         means = share.groupby(level=0, sort=False).mean()
@@ -602,6 +696,11 @@ def main() -> None:
             if s is None:
                 continue
             result.setdefault(m, {})[str(b)] = round(float(s.mean()), 4)
+            if ceil["exclusive"]:  # the seeds that trained the setting holding the most alone, within b runs
+                top = ceil["exclusive"][0]["index"]
+                d = df[(df.method == m) & (df.runs <= b)]
+                got = d.groupby("seed").setting.apply(lambda x: bool((x == top).any()))
+                most.setdefault(m, {})[str(b)] = round(float(got.reindex(a.seeds, fill_value=False).mean()), 2)
             row = {"method": m, "budget": b, "mean": s.mean(), "std": s.std(ddof=1) if len(s) > 1 else 0.0,
                    "min": s.min(), "reached": int(reached[m].sum())}
             if m.startswith("hybrid") and best_joint is not None:
@@ -621,11 +720,15 @@ def main() -> None:
         log("\none-sided Mann-Whitney U, hybrid > best joint method at that budget (p):")
         for m, d in pvals.items():
             log(f"  {m:18s} " + "  ".join(f"{b}: {v['p']:.3g} vs {v['vs']}" for b, v in d.items()))
+    if most:
+        log("\nshare of the seeds that trained the setting holding the most alone (above), by surrogate runs:")
+        for m, d in most.items():
+            log(f"  {m:18s} " + "  ".join(f"{b}: {v:.1f}" for b, v in d.items()))
     plot(df, out, spec.name, t.hv)
     log(f"wrote {out.with_suffix('.csv')}, {out.with_name(out.name + '-table.csv')}, {out.with_suffix('.png')}")
     if a.json:
         print(json.dumps({**truth, "search_seeds": list(a.seeds), "methods": result, "p_hybrid_greater": pvals,
-                          "ceiling": ceil}, default=float))
+                          "ceiling": ceil, "trained_most_exclusive": most}, default=float))
 
 
 def plot(df, out: Path, name: str, hv: float) -> None:

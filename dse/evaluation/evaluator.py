@@ -21,6 +21,7 @@ accuracy figures in percent (points for differences) from the training surrogate
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,14 +53,34 @@ class ModelCost:
     ref: Any
 
 
-def model_cost(cfg: Configuration, model: str, hw, gp_fraction: float, word_bytes: int) -> ModelCost:
+def _fingerprint(x: Any) -> Any:
+    """A hashable key of a scheme's plan by its content (its network left out: the memo's key names the model),
+    so that training settings whose plans are equal (they differ only in the schedule) share per-step costs."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return (type(x).__name__, *(_fingerprint(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                    if f.name != "net"))
+    if isinstance(x, np.ndarray):
+        return (x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, (list, tuple)):
+        return tuple(_fingerprint(v) for v in x)
+    return x
+
+
+def model_cost(cfg: Configuration, model: str, hw, gp_fraction: float, word_bytes: int,
+               steps_memo: dict | None = None) -> ModelCost:
     """The one per-model costing both paths run: :func:`evaluate_hardware` (``hw`` an ``accel.Hardware``) and
-    :func:`hardware_metrics` (``hw`` an ``accel.HardwareArray`` of accelerators of one word size)."""
+    :func:`hardware_metrics` (``hw`` an ``accel.HardwareArray`` of accelerators of one word size).
+    ``steps_memo``: see :func:`hardware_metrics`."""
     w, tr = cfg.workload, cfg.training
     key = model_key(w, model)
     ops = training_ops(key, w.batch, w.optimizer, word_bytes)
     plan = scheme_plan_of(key, plan_key(tr), w.batch, word_bytes)
-    steps = step_costs(ops, plan=plan, hw=hw, tech=technology(cfg.technology))
+    memo_key = (key, word_bytes, _fingerprint(plan)) if steps_memo is not None else None
+    steps = steps_memo.get(memo_key) if steps_memo is not None else None
+    if steps is None:
+        steps = step_costs(ops, plan=plan, hw=hw, tech=technology(cfg.technology))
+        if steps_memo is not None:
+            steps_memo[memo_key] = steps
     job = job_cost(steps, n_steps=w.steps, warmup_frac=tr.warmup, gp_fraction=gp_fraction,
                    scheme="bp" if tr.scheme == "bp" else None)
     bp_here = job_cost(steps, n_steps=w.steps, scheme="bp")
@@ -164,13 +185,17 @@ def _summary(cfg: Configuration, rows: list[dict], tech: Tech, gp_fraction: floa
 _PER_MODEL = ("time_s", "time_s_bp", "time_s_ref", "energy_j", "energy_j_ref", "bubble_rate", "peak_act_bytes")
 
 
-def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float) -> dict[str, np.ndarray]:
+def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float,
+                     steps_memo: dict | None = None) -> dict[str, np.ndarray]:
     """The per-hardware metrics (:func:`dse.evaluation.metrics.per_hardware`) of ``cfg``'s training knobs over many
     accelerators at once (arrays (H,)).
 
     The registry's formulas, as in :func:`evaluate_hardware`, on per-model arrays over ``hws``, with no
     Python loop over configurations: for inner searches over thousands of hardware points per trained
-    configuration.
+    configuration. ``steps_memo``: a dict the caller keeps to cost many training settings over the same
+    ``hws`` (and the same workload, technology and reference): the per-step costs, which depend on the
+    training knobs only through the predictor (:func:`dse.config.configuration.plan_key`), are computed once
+    per predictor and model (the warm-up and GP fraction only mix them).
     """
     if cfg.parallel is not None:
         raise UsageError("parallel: the vectorized hardware search (strategy hybrid) costs one accelerator; "
@@ -184,7 +209,7 @@ def hardware_metrics(cfg: Configuration, hws: HardwareArray, gp_fraction: float)
     for i, model in enumerate(w.models):
         for wb in np.unique(hws.word_bytes):
             idx = np.flatnonzero(hws.word_bytes == wb)
-            c = model_cost(cfg, model, hws.take(idx), gp_fraction, int(wb))
+            c = model_cost(cfg, model, hws.take(idx), gp_fraction, int(wb), steps_memo)
             q["time_s_ref"][i], q["energy_j_ref"][i] = c.ref.time_s, c.ref.energy_total_j
             q["time_s"][i, idx] = c.job.time_s
             q["time_s_bp"][i, idx] = c.bp.time_s

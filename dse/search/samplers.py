@@ -83,6 +83,21 @@ def _gp(spec, seed: int):
                                      warn_independent_sampling=False)
 
 
+def _hvi(spec, seed: int):
+    # the hybrid strategy's own choice of training settings (dse.search.hvi), which it enqueues: its outer study
+    # samples nothing itself. Refused here for the joint strategy (checked when the run starts, so that a file's
+    # `sampler = "hvi"` may run with `dse run --strategy hybrid`)
+    if spec.strategy != "hybrid":
+        from dse.errors import UsageError
+
+        raise UsageError("study.sampler: \"hvi\" chooses the hybrid strategy's training settings (strategy = "
+                         "\"hybrid\" or dse run --strategy hybrid); the joint strategy needs an Optuna sampler "
+                         "(auto, tpe, ...)")
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
 def _grid(spec, seed: int):
     import optuna
 
@@ -92,7 +107,7 @@ def _grid(spec, seed: int):
 #: name -> factory(spec, seed) -> an Optuna sampler
 SAMPLERS: dict[str, Callable[[Any, int], Any]] = {
     "nsga2": _nsga2, "nsga3": _nsga3, "tpe": _tpe, "auto": _auto, "random": _random, "qmc": _qmc, "grid": _grid,
-    "gp": _gp,
+    "gp": _gp, "hvi": _hvi,
 }
 
 

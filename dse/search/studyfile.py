@@ -3,7 +3,7 @@
 ```toml
 [study]
 name = "quickstart"         # the study's name in its storage
-sampler = "auto"            # auto (default), tpe, nsga2, nsga3, random, qmc, grid, gp (torch) (dse.search.samplers)
+sampler = "auto"            # auto (default), tpe, nsga2, nsga3, random, qmc, grid, gp (torch), hvi (hybrid)
 seed = 0
 trials = 60                 # the budget: finished trials (complete or failed) the study runs to
 seeds = 1                   # surrogate seeds per training setting (accuracy is their mean); or, adaptive:
@@ -11,7 +11,7 @@ seeds_min = 1               #   every setting trains seeds_min seeds, and a sett
 seeds_max = 3               #   front or within noise of it gets more, up to seeds_max (dse.search.noise)
 first_seed = 0              # the first surrogate seed (e.g. 100: re-check a front on fresh seeds)
 population = 16             # NSGA-II/III population size (optional)
-startup_trials = 10         # TPE's (and auto's) random trials before it models (optional; Optuna's 10)
+startup_trials = 10         # TPE's (and auto's) random trials before it models (optional; Optuna's 10; hvi: 6)
 workers = 2                 # local processes `dse run` starts by default (1; --workers overrides)
 
 [workload]   ...            # dse.config.workload.Workload
@@ -236,7 +236,7 @@ class StudySpec:
         spec = replace(self, **kw)
         if spec.sampler == "grid":
             _check_grid(spec.space)
-        if {"strategy", "seeds", "seeds_max"} & set(kw) or opts:  # what a strategy's options are checked against
+        if {"strategy", "sampler", "seeds", "seeds_max"} & set(kw) or opts:  # what the strategy checks
             STRATEGIES[spec.strategy].validate(spec)
         return spec
 

@@ -207,6 +207,20 @@ def test_the_exact_front_bounds_every_real_search(study_file):
     assert c["training_objectives"] == ["accuracy_drop"]
     for kind in ("oracle", "expected"):
         assert 0 < c[kind]["1"] <= c[kind]["2"] == pytest.approx(1.0)
+    # what each setting holds alone: the truth less what the other setting's feasible sub-front holds
+    from dse.search.pareto import hypervolume_of
+
+    ex = c["exclusive"]
+    assert ex and [e["share"] for e in ex] == sorted((e["share"] for e in ex), reverse=True)
+    for e in ex:
+        other = 1 - e["index"]
+        idx = truth.fronts[other][0]
+        alone = hypervolume_of(truth.values[other, idx[truth.feasible[other, idx]]], truth.directions, truth.ref)
+        assert e["share"] == pytest.approx(1 - alone / truth.hv, abs=1e-5)
+    # the hybrid's hvi selection on the table (dse.search.hvi, its random startup here) trains both settings
+    rows = sq.curve(truth, sq.run_hybrid(truth, "hvi-s1", 0, 2)["trace"], hybrid=True)
+    assert [r["runs"] for r in rows] == [1, 2] and rows[1]["share"] == pytest.approx(1.0)
+    assert sorted(r["setting"] for r in rows) == [0, 1]
 
 
 def test_expected_values_are_the_additive_fit_of_the_knobs():

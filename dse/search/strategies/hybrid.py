@@ -49,6 +49,7 @@ from dse.config.space import Bundle, Choice, Range
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
+from dse.search.hvi import HVI_MAX_SETTINGS, HVI_STARTUP, HviSelector
 from dse.search.replication import race, start_seeds
 from dse.search.runguard import INTERRUPTED, derive_seed, owner
 from dse.search.samplers import make_sampler
@@ -265,6 +266,16 @@ class Hybrid(Strategy):
         if spec.base.parallel is not None:
             raise UsageError("study.strategy: the hybrid strategy costs hardware points on one accelerator; a "
                              "study with a [parallel] table needs strategy = \"joint\"")
+        if spec.sampler == "hvi":
+            knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
+            for n, k in knobs:
+                if isinstance(k, Range) and k.step is None and not (k.integer and not k.log):
+                    raise UsageError(f"space.{n}: sampler = \"hvi\" chooses among the grid of training settings; "
+                                     "give this range a step or use a list of choices")
+            size = math.prod(len(k.values()) for _, k in knobs) if knobs else 0
+            if not knobs or size > HVI_MAX_SETTINGS:
+                raise UsageError(f"study.sampler: \"hvi\" scores every training setting of the grid, which has "
+                                 f"{size} (allowed: 1 to {HVI_MAX_SETTINGS}); choose another sampler (auto)")
         if spec.runs is not None and spec.runs < spec.seeds_max:
             raise UsageError(f"study.runs: {spec.runs} surrogate runs cannot hold one setting on its "
                              f"{spec.seeds_max} seeds (seeds_max); give at least {spec.seeds_max}, or no runs "
@@ -314,7 +325,7 @@ class Hybrid(Strategy):
             used, _ = training_runs(spec, trials)
             if not fits(spec, used):
                 return budget_spent(spec, used)
-        if spec.sampler == "grid" and not {_key(g) for g in training_grid(spec)} - taken_settings(trials):
+        if spec.sampler in ("grid", "hvi") and not {_key(g) for g in training_grid(spec)} - taken_settings(trials):
             return GRID_DONE
         return cls.stop_reason
 
@@ -345,10 +356,21 @@ class Hybrid(Strategy):
                                 "each objective reached over the setting's hardware sub-front, whose points "
                                 f"are trials of {spec.name!r}")
         self.grid = None
-        if spec.sampler == "grid" and runner.sampler is not None:
-            raise UsageError("sampler: the hybrid strategy walks a grid file's training settings itself; "
-                             "give no sampler instance with sampler = \"grid\"")
-        if spec.sampler == "grid":
+        self.hvi: HviSelector | None = None
+        if spec.sampler in ("grid", "hvi") and runner.sampler is not None:
+            raise UsageError(f"sampler: the hybrid strategy chooses the training settings itself with sampler = "
+                             f"\"{spec.sampler}\"; give no sampler instance with it")
+        if spec.sampler == "hvi":
+            # the setting of highest expected hypervolume improvement, enqueued (dse.search.hvi); seeded by worker
+            # and history as a named sampler is
+            seed = derive_seed(spec.seed, 1000 * runner.worker, len(outer.trials))
+            self.hvi = HviSelector(training_grid(spec), self._hvi_points, spec.directions, runner.reference,
+                                   training_columns(spec), startup=spec.startup_trials or HVI_STARTUP)
+            self.hvi_rng = np.random.default_rng(seed)
+            self._hvi_index = {_key(g): i for i, g in enumerate(self.hvi.settings)}
+            self._steps_memo: dict = {}
+            sampler = optuna.samplers.RandomSampler(seed=seed)
+        elif spec.sampler == "grid":
             # the grid of training settings in a seeded order; each is proposed once, then the run ends
             self.grid = training_grid(spec)
             np.random.default_rng(spec.seed).shuffle(self.grid)
@@ -364,7 +386,7 @@ class Hybrid(Strategy):
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
         self.entered = 0
         self.spent = False  # the run budget ([study] runs) holds no further setting
-        self.grid_done = False  # sampler = "grid": every training setting of the grid has been searched
+        self.grid_done = False  # sampler = "grid" or "hvi": every training setting of the grid has been searched
         self.requeued = False  # settings cut short by an earlier run queued again (once, at the first step)
         self.waited = False  # the last setting was turned away: settings claimed earlier held the run budget
 
@@ -389,13 +411,13 @@ class Hybrid(Strategy):
             if not fits(self.spec, used, busy):
                 time.sleep(WAIT_S)  # settings being trained elsewhere may leave room: wait for them
                 return True
-        if self.grid is not None and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            taken = taken_settings(self.outer.get_trials(deepcopy=False))
-            todo = [g for g in self.grid if _key(g) not in taken]
-            if not todo:
+        chooses = self.grid is not None or self.hvi is not None
+        if chooses and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            todo = self._next_setting()
+            if todo is None:
                 self.grid_done = True
                 return False  # every training setting of the grid has been searched
-            self.outer.enqueue_trial(todo[0])
+            self.outer.enqueue_trial(todo)
         self.entered = 0
         self.waited = False
         self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
@@ -404,6 +426,52 @@ class Hybrid(Strategy):
             return True
         self.repeats = 0 if self.entered else self.repeats + 1
         return self.repeats < MAX_REPEATS
+
+    def _next_setting(self) -> dict | None:
+        """The training setting the strategy chooses itself (``sampler = "grid"``: the next of the seeded order;
+        ``"hvi"``: :meth:`dse.search.hvi.HviSelector.next`), not one taken already (trained, being trained, or
+        failed with a reason of its own); None when every setting is taken."""
+        from optuna.trial import TrialState
+
+        from dse.search.study import load_points
+
+        trials = self.outer.get_trials(deepcopy=False)
+        taken = taken_settings(trials)
+        if self.grid is not None:
+            return next((g for g in self.grid if _key(g) not in taken), None)
+        index = self._hvi_index
+        trained: dict[int, list[float]] = {}
+        for t in trials:  # a setting's training objectives: what its outer trial was told (the same everywhere)
+            i = index.get(_key(t.params))
+            if t.state == TrialState.COMPLETE and i is not None and i not in trained:
+                trained[i] = [t.values[c] for c in self.hvi.training]
+        front = [p.values for p in load_points(self.runner.study, self.spec) if p.feasible]
+        i = self.hvi.next(trained, {index[k] for k in taken if k in index},
+                          np.array(front, dtype=np.float64).reshape(-1, len(self.spec.metrics)), self.hvi_rng)
+        return None if i is None else self.hvi.settings[i]
+
+    def _hvi_points(self, i: int) -> np.ndarray:
+        """Setting ``i``'s feasible sub-front before training, for ``sampler = "hvi"``: its hardware candidates
+        costed at its nominal GP fraction (the schedule's; the surrogate's realized fraction is what the setting
+        is costed at once trained), the constraints on hardware metrics applied, the training objectives left
+        at 0 (the selector fills them in). Objective values (points, objectives)."""
+        spec = self.spec
+        empty = np.zeros((0, len(spec.metrics)))
+        keep, arr = self._candidates(spec.seed)
+        if arr is None:
+            return empty
+        cfg = training_config(spec, self.hvi.settings[i])
+        gpf = 0.0 if cfg.training.scheme == "bp" else float(cfg.training.gp_fraction)
+        try:
+            hm = hardware_metrics(cfg, arr, gpf, steps_memo=self._steps_memo)
+        except (ValueError, TypeError, FloatingPointError):  # not costable: left to its training to say why
+            return empty
+        metrics = {**{m: np.zeros(len(keep)) for m in spec.metrics if m not in hm}, **hm}
+        hw = replace(spec, constraints=tuple(c for c in spec.constraints if c.metric in hm))
+        idx, _ = sub_front(hw, metrics, spec.front_size, self.runner.reference)
+        if not len(idx) or violation(hw, {m: metrics[m][idx] for m in metrics}).max() > 0:
+            return empty
+        return np.column_stack([metrics[m][idx] for m in spec.metrics])
 
     def _requeue_cut_settings(self) -> None:
         """Queue again, once, each setting whose training an interruption or a fault cut short in an earlier run
@@ -606,14 +674,20 @@ class Hybrid(Strategy):
         return out
 
 
-GRID_DONE = ("the hybrid search ended: it has searched every training setting of the grid (sampler = \"grid\"), "
-             "each once")
+GRID_DONE = ("the hybrid search ended: it has searched every training setting of the grid (sampler = \"grid\" or "
+             "\"hvi\"), each once")
 
 
 def training_grid(spec) -> list[dict]:
     """Every training setting of the space (the hybrid's grid), in the space's order."""
     knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
     return [dict(zip([n for n, _ in knobs], combo)) for combo in itertools.product(*[k.values() for _, k in knobs])]
+
+
+def training_columns(spec) -> list[int]:
+    """The indices of the study's objectives that are training metrics (one value per training setting)."""
+    hw = set(registry.per_hardware())
+    return [k for k, m in enumerate(spec.metrics) if m not in hw]
 
 
 def taken_settings(trials) -> set:

@@ -1,0 +1,161 @@
+"""The hybrid's ``hvi`` outer selection (``sampler = "hvi"``, hybrid strategy only): the next training
+setting to train is the one whose whole hardware sub-front promises the most hypervolume.
+
+A training setting's hardware objectives (speed-up, energy, area...) are known before it is trained: the
+accelerator model costs its hardware grid in milliseconds. Only its training objectives (the accuracy figures)
+need the surrogate. So each untrained setting of the grid is scored by the **expected hypervolume
+improvement** of its sub-front over the study's current front, its training objectives drawn from a
+**Bayesian additive model** learned from the settings trained so far:
+
+* the model: a constant plus one effect per level of each training knob (one-hot levels), a Gaussian prior
+  on the effects and Gaussian noise, their scales chosen by the marginal likelihood on a small grid (in units
+  of the trained values' spread) once :data:`HVI_MIN_FIT` settings are trained;
+* the expectation: Gauss-Hermite quadrature over each training objective's predictive distribution, its
+  spread widened by :data:`HVI_OPTIMISM` (an untrained setting may be a lucky one);
+* the first :data:`HVI_STARTUP` settings (``startup_trials`` in the study file) are drawn at random.
+
+Several training objectives are drawn together (one quadrature node moves each toward its better side by as
+many standard deviations), an approximation. Constraints are read on the hardware metrics only (a constraint
+on a training metric is not known before training). No Optuna here: the hybrid strategy
+(:mod:`dse.search.strategies.hybrid`) asks :meth:`HviSelector.next` for a setting and enqueues it in its
+outer study; ``bench/search_quality.py`` drives the same class on its exhaustive table, where it was measured
+against the true front (``docs/search.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import moocore
+import numpy as np
+
+__all__ = ["HviSelector", "AdditiveModel", "one_hot", "HVI_STARTUP", "HVI_OPTIMISM", "HVI_MIN_FIT",
+           "HVI_MAX_SETTINGS"]
+
+#: settings drawn at random before the model chooses
+HVI_STARTUP = 6
+#: the predictive standard deviation is widened by this factor in the expectation
+HVI_OPTIMISM = 1.5
+#: trained settings from which the prior and noise scales are fitted (marginal likelihood)
+HVI_MIN_FIT = 8
+#: the largest grid of training settings it scores (each costed on the hardware candidates once per run)
+HVI_MAX_SETTINGS = 4096
+_HVI_TAUS = (0.3, 0.5, 0.75, 1.0, 1.5, 2.0)  # multiples of the trained values' standard deviation
+_HVI_SIGMAS = (0.15, 0.25, 0.35, 0.45, 0.55, 0.7)
+_HVI_NODES = 7
+
+
+def one_hot(settings: Sequence[dict]) -> np.ndarray:
+    """A constant column and one column per level of each knob (levels compared by ``repr``)."""
+    knobs = list(settings[0])
+    levels = [sorted({repr(s[k]) for s in settings}) for k in knobs]
+    return np.array([[1.0] + [float(repr(s[k]) == v) for k, lv in zip(knobs, levels) for v in lv]
+                     for s in settings])
+
+
+class AdditiveModel:
+    """Bayesian linear regression on one-hot knob levels (see the module's docstring)."""
+
+    def __init__(self, X: np.ndarray) -> None:
+        self.X = X
+
+    def _prior(self, tau: float) -> np.ndarray:
+        return np.array([1e4] + [tau ** 2] * (self.X.shape[1] - 1))
+
+    def _log_evidence(self, rows: np.ndarray, y: np.ndarray, tau: float, sigma: float) -> float:
+        Xt = self.X[rows]
+        C = (Xt * self._prior(tau)) @ Xt.T + sigma ** 2 * np.eye(len(rows))
+        _, logdet = np.linalg.slogdet(C)
+        return -0.5 * float(y @ np.linalg.solve(C, y) + logdet)
+
+    def predict(self, rows: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and standard deviation (noise included) of every row of ``X``, given the values
+        ``y`` of ``rows``."""
+        scale = float(np.std(y, ddof=1)) if len(y) > 1 and np.std(y) > 0 else 1.0
+        yc = (y - y.mean()) / scale
+        tau, sigma = 1.0, 0.5
+        if len(rows) >= HVI_MIN_FIT:
+            tau, sigma = max(((t, s) for t in _HVI_TAUS for s in _HVI_SIGMAS),
+                             key=lambda ts: self._log_evidence(rows, yc, *ts))
+        Xt = self.X[rows]
+        A = np.diag(1.0 / self._prior(tau))
+        cov = np.linalg.inv(A + Xt.T @ Xt / sigma ** 2)
+        mean = cov @ (Xt.T @ yc / sigma ** 2)
+        mu = self.X @ mean
+        var = np.einsum("ij,jk,ik->i", self.X, cov, self.X) + sigma ** 2
+        return y.mean() + scale * mu, scale * np.sqrt(var)
+
+
+class HviSelector:
+    """Chooses the next training setting to train (see the module's docstring).
+
+    ``settings``: every training setting of the grid; ``points(i)``: setting ``i``'s feasible sub-front as an
+    array (points, objectives) in the study's objectives and directions, its training columns anything (they
+    are filled in here), or an empty array when it has no feasible point; ``training``: the indices of the
+    training objectives; ``reference``: the study's hypervolume reference point.
+    """
+
+    def __init__(self, settings: Sequence[dict], points: Callable[[int], np.ndarray], directions: Sequence[str],
+                 reference: Sequence[float], training: Sequence[int], *, startup: int = HVI_STARTUP,
+                 optimism: float = HVI_OPTIMISM) -> None:
+        self.settings = list(settings)
+        self._points = points
+        self._cache: dict[int, np.ndarray] = {}
+        self.sign = np.array([-1.0 if d == "maximize" else 1.0 for d in directions])
+        self.ref = np.asarray(reference, dtype=np.float64) * self.sign  # all minimised from here on
+        self.training = list(training)
+        self.startup, self.optimism = startup, optimism
+        self.model = AdditiveModel(one_hot(self.settings))
+
+    def points(self, i: int) -> np.ndarray:
+        if i not in self._cache:
+            p = np.asarray(self._points(i), dtype=np.float64)
+            self._cache[i] = p.reshape(-1, len(self.sign)) * self.sign
+        return self._cache[i]
+
+    def _hv(self, x: np.ndarray) -> float:
+        x = x[(x < self.ref).all(axis=1)]
+        return float(moocore.hypervolume(x, ref=self.ref)) if len(x) else 0.0
+
+    def next(self, trained: dict[int, Sequence[float]], taken: set[int], front: np.ndarray,
+             rng: np.random.Generator) -> int | None:
+        """The setting to train next, or None when every setting is trained or taken.
+
+        ``trained``: setting index -> its training objectives' values (in ``training``'s order); ``taken``:
+        settings not to propose (trained, being trained by another worker, failed); ``front``: the study's
+        feasible points (objective values, study directions) -- every point may be given, the dominated ones
+        are dropped here."""
+        free = [i for i in range(len(self.settings)) if i not in taken and i not in trained]
+        if not free:
+            return None
+        if not trained or len(trained) < self.startup:
+            return int(rng.choice(free))
+        rows = np.array(sorted(trained))
+        y = np.array([list(trained[i]) for i in rows], dtype=np.float64).reshape(len(rows), -1)
+        preds = [self.model.predict(rows, y[:, c]) for c in range(y.shape[1])]
+        f = np.asarray(front, dtype=np.float64).reshape(-1, len(self.sign)) * self.sign
+        f = f[(f < self.ref).all(axis=1)]
+        if len(f):
+            f = f[moocore.is_nondominated(f)]
+        base = self._hv(f)
+        z, w = np.polynomial.hermite_e.hermegauss(_HVI_NODES) if self.training else (np.zeros(1), np.ones(1))
+        w = w / w.sum()
+        order = np.argsort(z)  # the most favourable draw first: the improvement only shrinks after it
+        best, choice = -1.0, None
+        for i in free:
+            p = self.points(i)
+            if not len(p):
+                continue
+            gain = 0.0
+            for k in order:
+                q = p.copy()
+                for c, (mu, sd) in zip(self.training, preds):
+                    # minimised: a favourable draw is a low value (maximised objectives were negated)
+                    q[:, c] = self.sign[c] * mu[i] + self.optimism * sd[i] * z[k]
+                g = self._hv(np.vstack([f, q])) - base
+                if g <= 0:
+                    break
+                gain += w[k] * g
+            if gain > best:
+                best, choice = gain, i
+        return choice if choice is not None else int(rng.choice(free))

@@ -1,0 +1,133 @@
+"""The hybrid's ``hvi`` outer selection (dse.search.hvi): its model, its choice, and the strategy running it."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import moocore
+import numpy as np
+import optuna
+import pytest
+
+from dse.errors import UsageError
+from dse.search.hvi import AdditiveModel, HviSelector, one_hot
+from dse.search.runner import run_study as run
+from dse.search.study import open_study
+from dse.search.studyfile import load_study
+
+
+def _grid():
+    return [{"a": a, "b": b, "c": c} for a, b, c in itertools.product([1, 2, 3, 4], ["x", "y", "z"], [0.5, 1.5])]
+
+
+def test_the_additive_model_recovers_additive_effects_from_part_of_the_grid():
+    settings = _grid()
+    eff = {"a": {1: 0.0, 2: 0.8, 3: 1.7, 4: 3.1}, "b": {"x": 0.0, "y": -0.6, "z": 0.4}, "c": {0.5: 0.0, 1.5: 1.2}}
+    y = np.array([2.0 + sum(eff[k][s[k]] for k in s) for s in settings])
+    y_noisy = y + np.random.default_rng(0).normal(0, 0.05, len(y))
+    rows = np.union1d(np.arange(0, 24, 5), np.arange(2, 24, 5))  # 10 of the 24, every level seen
+    assert (one_hot(settings)[rows].sum(axis=0) > 0).all()
+    mu, sd = AdditiveModel(one_hot(settings)).predict(rows, y_noisy[rows])
+    unseen = np.setdiff1d(np.arange(len(settings)), rows)
+    assert np.abs(mu[unseen] - y[unseen]).max() < 0.2
+    assert (sd > 0).all() and sd.max() < 0.5  # the noise the evidence found is small
+
+
+def test_the_selector_chooses_the_setting_whose_sub_front_adds_the_most_hypervolume():
+    """Two objectives: accuracy drop (training, minimised) and speed-up (hardware, maximised). Each setting's
+    hardware speed-up is known; its drop is learned. With the model sure, the choice is the setting of the largest
+    hypervolume improvement at its predicted drop, computed here by brute force."""
+    settings = [{"k": k, "j": j} for k in range(4) for j in range(3)]
+    drop = np.array([1.0 + 0.5 * s["k"] + 0.3 * s["j"] for s in settings])  # additive, no noise
+    speed = np.array([1.2 + 0.6 * s["k"] + 0.1 * s["j"] for s in settings])
+
+    def points(i):
+        return np.array([[0.0, speed[i]], [0.0, speed[i] * 0.9]])
+
+    ref = [10.0, 1.0]
+    sel = HviSelector(settings, points, ["minimize", "maximize"], ref, [0], startup=5, optimism=1e-6)
+    trained = {i: [drop[i]] for i in (0, 4, 8, 1, 5)}
+    front = np.array([[drop[i], speed[i]] for i in trained])
+    rng = np.random.default_rng(0)
+    got = sel.next(trained, set(trained), front, rng)
+
+    def hv(x):
+        x = np.asarray(x) * [1, -1]
+        return moocore.hypervolume(x, ref=np.array(ref) * [1, -1])
+
+    gains = {i: hv(np.vstack([front, [[drop[i], speed[i]]]])) - hv(front) for i in range(12) if i not in trained}
+    assert got == max(gains, key=gains.get)
+    # taken settings are never proposed; none left: None
+    assert sel.next(trained, set(range(12)) - {got}, front, rng) == got
+    assert sel.next(trained, set(range(12)), front, rng) is None
+
+
+def test_before_its_startup_the_selector_draws_untaken_settings_at_random():
+    settings = _grid()
+    sel = HviSelector(settings, lambda i: np.zeros((0, 2)), ["minimize", "maximize"], [10.0, 1.0], [0], startup=4)
+    rng = np.random.default_rng(1)
+    taken = set(range(20))
+    picks = {sel.next({}, taken, np.zeros((0, 2)), rng) for _ in range(30)}
+    assert picks and picks <= set(range(20, 24)) and len(picks) > 1
+
+
+def _hybrid(study_file, **kw):
+    study_file.write_text(study_file.read_text().replace("pred_width = [8, 32]",
+                                                         "pred_width = [4, 8, 16, 32, 64, 128]"))
+    return replace(load_study(study_file).with_overrides(strategy="hybrid", front_size=3), **kw)
+
+
+def test_a_hybrid_study_with_hvi_trains_each_setting_once_then_ends(study_file):
+    spec = _hybrid(study_file, sampler="hvi", trials=1000, startup_trials=2)
+    res = run(spec)
+    assert res["exhausted"] and res["surrogate_runs"] == 6
+    assert "every training setting of the grid" in res["stop_reason"]
+    outer = optuna.load_study(study_name=f"{spec.name}.training",
+                              storage=open_study(spec, create=False)._storage).get_trials()
+    trained = [t.params["training.pred_width"] for t in outer if t.user_attrs.get("trained")]
+    assert sorted(trained) == [4, 8, 16, 32, 64, 128]
+
+
+def test_hvi_on_two_workers_trains_each_setting_once(study_file, cli):
+    text = study_file.read_text().replace('sampler = "nsga2"', 'sampler = "hvi"')
+    study_file.write_text(text.replace("trials = 12", "trials = 1000\nstartup_trials = 2").replace(
+        "pred_width = [8, 32]", "pred_width = [4, 8, 16, 32]"))
+    r = cli("run", study_file, "--strategy", "hybrid", "--workers", "2", "--quiet")  # the file says joint
+    assert r.returncode == 0, r.stderr
+    assert "it has searched every training setting of the grid" in r.stderr
+    assert "4 training settings trained on 4 surrogate runs" in r.stdout + r.stderr
+
+
+def test_hvi_is_refused_where_it_cannot_choose(study_file, cli):
+    text = study_file.read_text()
+    study_file.write_text(text.replace('sampler = "nsga2"', 'sampler = "hvi"'))
+    spec = load_study(study_file)  # the file's strategy: joint; `dse run --strategy hybrid` may still run it
+    with pytest.raises(UsageError, match=r"study\.sampler: \"hvi\" chooses the hybrid strategy's"):
+        run(spec)
+    r = cli("run", study_file, "--quiet")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "study.sampler" in r.stderr
+    assert not (study_file.parent / "tiny.db").exists()  # refused before the study was created
+    study_file.write_text(text.replace('sampler = "nsga2"', 'sampler = "hvi"\nstrategy = "hybrid"').replace(
+        "pred_width = [8, 32]", "pred_lr = { low = 0.0001, high = 0.01, log = true }"))
+    with pytest.raises(UsageError, match=r"space\.training\.pred_lr: sampler = \"hvi\""):
+        load_study(study_file)
+
+
+def test_costing_many_settings_with_a_steps_memo_is_exact(study_file):
+    """hardware_metrics with a memo of per-step costs (what hvi costs every setting of the grid with) gives the
+    same figures as without, across schedules that share a predictor and predictors that do not."""
+    from accel import HardwareArray
+    from dse.evaluation.evaluator import hardware_metrics
+    from dse.search.strategies.hybrid import hardware_candidates, hardware_of, training_config
+
+    spec = load_study(study_file).with_overrides(strategy="hybrid")
+    arr = HardwareArray.from_list([h for h in (hardware_of(spec, c) for c in
+                                               hardware_candidates(spec, max_points=100, seed=0)) if h is not None])
+    memo: dict = {}
+    for width, gpf, warmup in itertools.product([8, 32], [0.1, 0.4], [0.05, 0.2]):
+        cfg = training_config(spec, {"training.pred_width": width})
+        cfg = replace(cfg, training=cfg.training.replace(gp_fraction=gpf, warmup=warmup))
+        a, b = hardware_metrics(cfg, arr, gpf, steps_memo=memo), hardware_metrics(cfg, arr, gpf)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+    assert len(memo) == 2  # one entry per predictor (one model, one word size): the schedules share it
