@@ -89,6 +89,12 @@ def test_a_hybrid_study_with_hvi_trains_each_setting_once_then_ends(study_file):
     assert sorted(trained) == [4, 8, 16, 32, 64, 128]
 
 
+def test_hvi_scores_settings_on_one_sample_when_the_hardware_grid_is_larger(study_file):
+    spec = _hybrid(study_file, sampler="hvi", trials=1000, startup_trials=1).with_overrides(inner_points=10)
+    res = run(spec)
+    assert res["exhausted"] and res["surrogate_runs"] == 6
+
+
 def test_hvi_on_two_workers_trains_each_setting_once(study_file, cli):
     text = study_file.read_text().replace('sampler = "nsga2"', 'sampler = "hvi"')
     study_file.write_text(text.replace("trials = 12", "trials = 1000\nstartup_trials = 2").replace(

@@ -368,7 +368,8 @@ class Hybrid(Strategy):
                                    training_columns(spec), startup=spec.startup_trials or HVI_STARTUP)
             self.hvi_rng = np.random.default_rng(seed)
             self._hvi_index = {_key(g): i for i, g in enumerate(self.hvi.settings)}
-            self._steps_memo: dict = {}
+            self._steps_memo: dict = {}  # per-step costs by predictor, for self._hvi_hw (hardware_metrics)
+            self._hvi_hw: tuple[list[dict], HardwareArray | None] | None = None
             sampler = optuna.samplers.RandomSampler(seed=seed)
         elif spec.sampler == "grid":
             # the grid of training settings in a seeded order; each is proposed once, then the run ends
@@ -457,7 +458,9 @@ class Hybrid(Strategy):
         at 0 (the selector fills them in). Objective values (points, objectives)."""
         spec = self.spec
         empty = np.zeros((0, len(spec.metrics)))
-        keep, arr = self._candidates(spec.seed)
+        if self._hvi_hw is None:  # one set of candidates for every setting (a sample when the grid is larger)
+            self._hvi_hw = self._candidates(spec.seed)
+        keep, arr = self._hvi_hw
         if arr is None:
             return empty
         cfg = training_config(spec, self.hvi.settings[i])
