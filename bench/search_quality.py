@@ -125,7 +125,7 @@ class Truth:
             if h is not None:
                 self.hw_points.append(c)
                 hws.append(h)
-        arr = HardwareArray.from_list(hws)
+        arr = self.arr = HardwareArray.from_list(hws)
         S, H, K = len(self.settings), len(hws), len(spec.metrics)
         # cold training: the first setting alone (it also trains plain BP, which every setting shares), the rest
         # on `jobs` processes
@@ -456,9 +456,12 @@ def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: i
 
 def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> dict:
     """The hybrid's ``hvi`` outer selection on the table: the strategy's own :class:`dse.search.hvi.HviSelector`,
-    each setting's sub-front read from the table (``hvi-sN``: ``N`` random settings first). ``workers``
-    settings are chosen before any is trained (each worker sees the others' as taken)."""
+    scoring each setting as the strategy does before training it (``points_before_training``: at the GP
+    fraction it requests); once chosen, the setting's trained sub-front enters from the table (``hvi-sN``:
+    ``N`` random settings first). ``workers`` settings are chosen before any is trained (each worker sees the
+    others' as taken)."""
     from dse.search.hvi import HVI_STARTUP, HviSelector
+    from dse.search.strategies.hybrid import points_before_training
 
     _, _, var = method.partition("-")
     startup = int(var[1:]) if var[:1] == "s" else HVI_STARTUP
@@ -466,10 +469,15 @@ def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> d
         raise SystemExit(f"--methods: unknown variant hybrid:{method!r} (hvi-sN)")
     cols = _training_columns(t)
 
-    def points(i):
+    def entered(i):
         idx = t.fronts[i][0]
         idx = idx[t.feasible[i, idx]] if t.possible[i] and len(idx) else np.array([], dtype=int)
         return t.values[i, idx]
+
+    memo: dict = {}
+
+    def points(i):
+        return points_before_training(t.spec, t.settings[i], t.hw_points, t.arr, t.ref, memo)
 
     sel = HviSelector(t.settings, points, t.directions, t.ref, cols, startup=startup)
     rng = np.random.default_rng(seed)
@@ -491,7 +499,7 @@ def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> d
             if not t.possible[i]:
                 failed.add(i)
                 continue
-            p = points(i)
+            p = entered(i)
             trained[i] = [float(t.values[i, 0, c]) for c in cols]
             front = np.vstack([front, p])
             trace.extend((i, int(j), time.perf_counter() - t0) for j in t.fronts[i][0])
@@ -621,6 +629,15 @@ def main() -> None:
     if gp_error and any(m.rpartition(":")[2].partition("-")[0] == "gp" for m in methods):
         print(f"search_quality: error: --methods: {gp_error}", file=sys.stderr)
         raise SystemExit(2)
+    if any(m.rpartition(":")[2].partition("-")[0] == "hvi" for m in methods):
+        try:  # where the strategy refuses hvi (an adaptive schedule, a constraint on a training metric, ...)
+            spec.with_overrides(strategy="hybrid", sampler="hvi")
+        except UsageError as e:
+            if a.methods:
+                print(f"search_quality: error: --methods hybrid:hvi: {e}", file=sys.stderr)
+                raise SystemExit(2) from None
+            log(f"  hybrid:hvi skipped: {e}")
+            methods = [m for m in methods if m.rpartition(":")[2].partition("-")[0] != "hvi"]
     import pandas as pd
     from joblib import Parallel, delayed
 

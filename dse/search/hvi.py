@@ -71,7 +71,9 @@ class AdditiveModel:
     def predict(self, rows: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and standard deviation (noise included) of every row of ``X``, given the values
         ``y`` of ``rows``."""
-        scale = float(np.std(y, ddof=1)) if len(y) > 1 and np.std(y) > 0 else 1.0
+        # the trained values' spread is the unit (one value, or all equal: a tenth of their size)
+        spread = float(np.std(y, ddof=1)) if len(y) > 1 else 0.0
+        scale = spread if spread > 0 else (0.1 * abs(float(y.mean())) or 1.0)
         yc = (y - y.mean()) / scale
         tau, sigma = 1.0, 0.5
         if len(rows) >= HVI_MIN_FIT:
@@ -131,8 +133,13 @@ class HviSelector:
         if not trained or len(trained) < self.startup:
             return int(rng.choice(free))
         rows = np.array(sorted(trained))
-        y = np.array([list(trained[i]) for i in rows], dtype=np.float64).reshape(len(rows), -1)
-        preds = [self.model.predict(rows, y[:, c]) for c in range(y.shape[1])]
+        y = np.array([list(trained[i]) for i in rows], dtype=np.float64).reshape(len(rows), len(self.training))
+        preds = []
+        for c in range(y.shape[1]):
+            ok = np.isfinite(y[:, c])  # an infinite value says nothing of the knobs' effects: left out
+            if not ok.any():
+                return int(rng.choice(free))
+            preds.append(self.model.predict(rows[ok], y[ok, c]))
         f = np.asarray(front, dtype=np.float64).reshape(-1, len(self.sign)) * self.sign
         f = f[(f < self.ref).all(axis=1)]
         if len(f):
@@ -141,10 +148,11 @@ class HviSelector:
         z, w = np.polynomial.hermite_e.hermegauss(_HVI_NODES) if self.training else (np.zeros(1), np.ones(1))
         w = w / w.sum()
         order = np.argsort(z)  # the most favourable draw first: the improvement only shrinks after it
-        best, choice = -1.0, None
-        for i in free:
+        gains = np.zeros(len(free))
+        for n, i in enumerate(free):
             p = self.points(i)
-            if not len(p):
+            if not len(p):  # no feasible point to score: chosen only when no other setting is left
+                gains[n] = -1.0
                 continue
             gain = 0.0
             for k in order:
@@ -156,6 +164,7 @@ class HviSelector:
                 if g <= 0:
                     break
                 gain += w[k] * g
-            if gain > best:
-                best, choice = gain, i
-        return choice if choice is not None else int(rng.choice(free))
+            gains[n] = gain
+        # the largest expected gain (ties, and nothing promising any gain, drawn at random among them)
+        top = np.flatnonzero(gains == gains.max())
+        return int(free[top[0]] if len(top) == 1 else free[int(rng.choice(top))])

@@ -137,3 +137,42 @@ def test_costing_many_settings_with_a_steps_memo_is_exact(study_file):
         a, b = hardware_metrics(cfg, arr, gpf, steps_memo=memo), hardware_metrics(cfg, arr, gpf)
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
     assert len(memo) == 2  # one entry per predictor (one model, one word size): the schedules share it
+
+
+def test_nothing_to_gain_or_an_infinite_value_leaves_the_choice_to_chance():
+    settings = [{"k": k} for k in range(6)]
+    pts = {i: np.array([[0.0, 1.0 + 0.1 * i]]) for i in range(6)}  # speed-up barely above the reference's 1.0
+    sel = HviSelector(settings, lambda i: pts[i], ["minimize", "maximize"], [10.0, 1.0], [0], startup=1)
+    front = np.array([[0.0, 5.0]])  # dominates every setting's sub-front, whatever its accuracy drop
+    picks = {sel.next({0: [1.0]}, {0}, front, np.random.default_rng(s)) for s in range(20)}
+    assert len(picks) > 1 and 0 not in picks
+    picks = {sel.next({0: [np.inf], 1: [2.0]}, {0, 1}, np.zeros((0, 2)), np.random.default_rng(s))
+             for s in range(5)}
+    assert picks == {5}  # the one finite value is the model's: the fastest setting adds the most
+
+
+def test_hvi_skips_a_setting_that_cannot_be_costed_and_the_run_goes_on(study_file):
+    """A combination of knob values that is invalid only together: hvi scores it as nothing (its training then
+    fails with the reason), and the walk carries on over the rest."""
+    study_file.write_text(study_file.read_text().replace(
+        "pred_width = [8, 32]", "gp_phase_init = [2, 8]\ngp_phase_max = [4, 16]\nadaptive = [false]"))
+    spec = replace(load_study(study_file).with_overrides(strategy="hybrid", front_size=3), sampler="hvi",
+                   trials=1000, startup_trials=1)
+    res = run(spec)
+    assert res["exhausted"]
+    outer = optuna.load_study(study_name=f"{spec.name}.training",
+                              storage=open_study(spec, create=False)._storage).get_trials()
+    bad = [t for t in outer if t.params.get("training.gp_phase_init") == 8
+           and t.params.get("training.gp_phase_max") == 4]
+    assert bad and all("gp_phase_init" in t.user_attrs.get("fail_reason", "") for t in bad)
+    assert sum(1 for t in outer if t.user_attrs.get("trained") and t.state.name == "COMPLETE") == 3
+
+
+def test_hvi_is_refused_for_what_it_cannot_know_before_training(study_file):
+    text = study_file.read_text().replace('sampler = "nsga2"', 'sampler = "hvi"\nstrategy = "hybrid"')
+    study_file.write_text(text.replace("pred_width = [8, 32]", "adaptive = [true, false]"))
+    with pytest.raises(UsageError, match=r"study\.sampler: \"hvi\" costs each training setting.*adaptive"):
+        load_study(study_file)
+    study_file.write_text(text + '\n[[constraints]]\nmetric = "accuracy_drop"\nmax = 2.0\n')
+    with pytest.raises(UsageError, match=r"constraint on the training metric 'accuracy_drop'"):
+        load_study(study_file)

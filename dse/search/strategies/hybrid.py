@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec
 
 __all__ = ["Hybrid", "hardware_candidates", "hardware_of", "training_config", "violation", "sub_front", "costed_points",
-           "TRAINING_SUFFIX", "MAX_REPEATS", "training_runs", "fits"]
+           "TRAINING_SUFFIX", "MAX_REPEATS", "training_runs", "fits", "points_before_training"]
 
 #: the outer study's name is the main study's plus this
 TRAINING_SUFFIX = ".training"
@@ -276,6 +276,20 @@ class Hybrid(Strategy):
             if not knobs or size > HVI_MAX_SETTINGS:
                 raise UsageError(f"study.sampler: \"hvi\" scores every training setting of the grid, which has "
                                  f"{size} (allowed: 1 to {HVI_MAX_SETTINGS}); choose another sampler (auto)")
+            # what it cannot know before training: a constraint on a training metric, an adaptive schedule's GP
+            # fraction (it costs each setting at the fraction the knob requests)
+            hw = set(registry.per_hardware())
+            trained_only = [c.metric for c in spec.constraints if c.metric not in hw]
+            if trained_only:
+                raise UsageError(f"study.sampler: \"hvi\" cannot tell before training whether a setting meets the "
+                                 f"constraint on the training metric {trained_only[0]!r}; choose another sampler "
+                                 "(auto)")
+            base = spec.base.training.to_dict()
+            if any({**base, **spec.space.split(g, section="training").get("training", {})}.get("adaptive")
+                   for g in training_grid(spec)):
+                raise UsageError("study.sampler: \"hvi\" costs each training setting before training at the GP "
+                                 "fraction it requests; an adaptive schedule (training.adaptive = true) sets it "
+                                 "while training: choose another sampler (auto)")
         if spec.runs is not None and spec.runs < spec.seeds_max:
             raise UsageError(f"study.runs: {spec.runs} surrogate runs cannot hold one setting on its "
                              f"{spec.seeds_max} seeds (seeds_max); give at least {spec.seeds_max}, or no runs "
@@ -456,25 +470,10 @@ class Hybrid(Strategy):
         costed at its nominal GP fraction (the schedule's; the surrogate's realized fraction is what the setting
         is costed at once trained), the constraints on hardware metrics applied, the training objectives left
         at 0 (the selector fills them in). Objective values (points, objectives)."""
-        spec = self.spec
-        empty = np.zeros((0, len(spec.metrics)))
         if self._hvi_hw is None:  # one set of candidates for every setting (a sample when the grid is larger)
-            self._hvi_hw = self._candidates(spec.seed)
-        keep, arr = self._hvi_hw
-        if arr is None:
-            return empty
-        cfg = training_config(spec, self.hvi.settings[i])
-        gpf = 0.0 if cfg.training.scheme == "bp" else float(cfg.training.gp_fraction)
-        try:
-            hm = hardware_metrics(cfg, arr, gpf, steps_memo=self._steps_memo)
-        except (ValueError, TypeError, FloatingPointError):  # not costable: left to its training to say why
-            return empty
-        metrics = {**{m: np.zeros(len(keep)) for m in spec.metrics if m not in hm}, **hm}
-        hw = replace(spec, constraints=tuple(c for c in spec.constraints if c.metric in hm))
-        idx, _ = sub_front(hw, metrics, spec.front_size, self.runner.reference)
-        if not len(idx) or violation(hw, {m: metrics[m][idx] for m in metrics}).max() > 0:
-            return empty
-        return np.column_stack([metrics[m][idx] for m in spec.metrics])
+            self._hvi_hw = self._candidates(self.spec.seed)
+        return points_before_training(self.spec, self.hvi.settings[i], *self._hvi_hw, self.runner.reference,
+                                      self._steps_memo)
 
     def _requeue_cut_settings(self) -> None:
         """Queue again, once, each setting whose training an interruption or a fault cut short in an earlier run
@@ -679,6 +678,31 @@ class Hybrid(Strategy):
 
 GRID_DONE = ("the hybrid search ended: it has searched every training setting of the grid (sampler = \"grid\" or "
              "\"hvi\"), each once")
+
+
+def points_before_training(spec, tparams: dict, keep: list[dict], arr: HardwareArray | None,
+                           reference: list[float], steps_memo: dict | None = None) -> np.ndarray:
+    """The feasible sub-front of the training setting ``tparams`` before it is trained (``sampler = "hvi"``):
+    the hardware candidates ``keep`` (their accelerators ``arr``) costed at the GP fraction the setting requests
+    (the surrogate's realized fraction, what the setting is costed at once trained, differs by the rounding of
+    whole steps), thinned as :func:`sub_front` thins in the box of ``reference``, the training objectives left
+    at 0 (the selector fills them in); the study's constraints are on hardware metrics (:meth:`Hybrid.validate`).
+    Objective values (points, objectives); none when no candidate is possible or feasible, or the setting cannot
+    be costed (its training will say why)."""
+    empty = np.zeros((0, len(spec.metrics)))
+    if arr is None:
+        return empty
+    try:
+        cfg = training_config(spec, tparams)
+        gpf = 0.0 if cfg.training.scheme == "bp" else float(cfg.training.gp_fraction)
+        hm = hardware_metrics(cfg, arr, gpf, steps_memo=steps_memo)
+    except (ValueError, TypeError, FloatingPointError):  # an impossible combination of knobs, say
+        return empty
+    metrics = {**{m: np.zeros(len(keep)) for m in spec.metrics if m not in hm}, **hm}
+    idx, _ = sub_front(spec, metrics, spec.front_size, reference)
+    if not len(idx) or violation(spec, {m: metrics[m][idx] for m in metrics}).max() > 0:
+        return empty
+    return np.column_stack([metrics[m][idx] for m in spec.metrics])
 
 
 def training_grid(spec) -> list[dict]:
