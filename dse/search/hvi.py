@@ -73,7 +73,8 @@ class AdditiveModel:
         ``y`` of ``rows``."""
         # the trained values' spread is the unit (one value, or all equal: a tenth of their size)
         spread = float(np.std(y, ddof=1)) if len(y) > 1 else 0.0
-        scale = spread if spread > 0 else (0.1 * abs(float(y.mean())) or 1.0)
+        size = float(np.abs(y).max())
+        scale = spread if spread > 1e-9 * size else (0.1 * size or 1.0)  # rounding leaves equal values ~1e-17 apart
         yc = (y - y.mean()) / scale
         tau, sigma = 1.0, 0.5
         if len(rows) >= HVI_MIN_FIT:
@@ -161,7 +162,7 @@ class HviSelector:
                     # minimised: a favourable draw is a low value (maximised objectives were negated)
                     q[:, c] = self.sign[c] * mu[i] + self.optimism * sd[i] * z[k]
                 g = self._hv(np.vstack([f, q])) - base
-                if g <= 0:
+                if not g > 0:  # nothing gained (NaN: an infinite volume on both sides says nothing)
                     break
                 gain += w[k] * g
             gains[n] = gain

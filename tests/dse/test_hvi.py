@@ -176,3 +176,14 @@ def test_hvi_is_refused_for_what_it_cannot_know_before_training(study_file):
     study_file.write_text(text + '\n[[constraints]]\nmetric = "accuracy_drop"\nmax = 2.0\n')
     with pytest.raises(UsageError, match=r"constraint on the training metric 'accuracy_drop'"):
         load_study(study_file)
+
+
+def test_equal_trained_values_and_an_infinite_front_do_not_mislead_the_model():
+    settings = _grid()
+    rows = np.arange(0, 24, 5)
+    mu, sd = AdditiveModel(one_hot(settings)).predict(rows, np.full(len(rows), 0.1))
+    assert np.allclose(mu, 0.1) and sd.min() > 1e-3  # not certain: the unit is a tenth of the value
+    sel = HviSelector(settings, lambda i: np.array([[0.0, 2.0 + i]]), ["minimize", "maximize"], [10.0, 1.0], [0],
+                      startup=1)
+    got = sel.next({0: [1.0]}, {0}, np.array([[0.0, np.inf]]), np.random.default_rng(0))
+    assert got is not None and got != 0
