@@ -193,6 +193,12 @@ class Truth:
         hardware_metrics(training_config(self.spec, self.settings[i]), arr, gpf)
         return one, time.perf_counter() - t0
 
+    def entered(self, i: int) -> np.ndarray:
+        """Setting ``i``'s feasible sub-front once trained (what the hybrid enters of it): objective values."""
+        idx = self.fronts[i][0]
+        idx = idx[self.feasible[i, idx]] if self.possible[i] and len(idx) else np.array([], dtype=int)
+        return self.values[i, idx]
+
     def check(self, n: int = 5, seed: int = 0) -> float:
         """Largest relative difference between the table and ``dse.evaluate``'s path (``evaluate_hardware``
         plus the surrogate's training metrics) on ``n`` random points."""
@@ -214,20 +220,24 @@ class Truth:
 
 def _training_columns(t: Truth) -> list[int]:
     """The objectives that are training metrics (one value per setting, whatever the hardware point)."""
-    from dse.evaluation import metrics as registry
+    from dse.search.strategies.hybrid import training_columns
 
-    hw = set(registry.per_hardware())
-    return [k for k, m in enumerate(t.spec.metrics) if m not in hw]
+    return training_columns(t.spec)
+
+
+def _nondominated(t: Truth, x: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` (objective values, the study's directions) that no other row dominates."""
+    return x[moocore.is_nondominated(x, maximise=t.maxi)] if len(x) else x
 
 
 def expected_training_values(t: Truth) -> np.ndarray:
     """Each setting's training objectives as the additive least-squares fit over every possible setting: a
     constant plus one effect per level of each training knob (one-hot levels). The residual is what the
     fixed surrogate seed adds to a setting (no knob explains it). Shape (settings, training objectives)."""
+    from dse.search.hvi import one_hot
+
     cols = _training_columns(t)
-    levels = [sorted({repr(s[k]) for s in t.settings}) for k in t.train_knobs]
-    X = np.array([[1.0] + [float(repr(s[k]) == v) for k, L in zip(t.train_knobs, levels) for v in L]
-                  for s in t.settings])
+    X = one_hot(t.settings)
     ok = t.possible
     y = t.values[ok, 0][:, cols]  # training metrics do not vary over the hardware points
     w, *_ = np.linalg.lstsq(X[ok], y, rcond=None)
@@ -240,20 +250,14 @@ def ceiling(t: Truth, budgets: list[int]) -> dict:
     by the trained values, ``expected`` by the expected training values (:func:`expected_training_values`)
     while seeing the trained values of what it picked. Also the fit's residual sample std per training
     objective (``residual_std``) and the settings' spread (``spread_std``)."""
-    import moocore
-
     from dse.search.pareto import hypervolume_of
 
     cols = _training_columns(t)
     exp = expected_training_values(t)
-    pts = []
-    for i in range(len(t.settings)):
-        idx = t.fronts[i][0]
-        idx = idx[t.feasible[i, idx]] if t.possible[i] and len(idx) else np.array([], dtype=int)
-        pts.append(t.values[i, idx])
+    pts = [t.entered(i) for i in range(len(t.settings))]
 
     def nd(x):
-        return x[moocore.is_nondominated(x, maximise=t.maxi)] if len(x) else x
+        return _nondominated(t, x)
 
     def greedy(guess) -> dict:
         front, chosen, out = np.zeros((0, len(t.directions))), [], {}
@@ -301,7 +305,7 @@ def exclusive(t: Truth, pts: list[np.ndarray], trained: np.ndarray, exp: np.ndar
     from dse.search.pareto import hypervolume_of
 
     def nd(x):
-        return x[moocore.is_nondominated(x, maximise=t.maxi)] if len(x) else x
+        return _nondominated(t, x)
 
     have = [i for i in range(len(pts)) if len(pts[i])]
     if not have:
@@ -315,8 +319,8 @@ def exclusive(t: Truth, pts: list[np.ndarray], trained: np.ndarray, exp: np.ndar
         hv = hypervolume_of(nd(np.vstack(rest)), t.directions, t.ref) if rest else 0.0
         shares.append(((whole - hv) / t.hv, i))
     shares.sort(key=lambda x: (-x[0], x[1]))
-    k0 = _training_columns(t)[0] if _training_columns(t) else None
-    sign = -1.0 if k0 is not None and t.maxi[k0] else 1.0
+    cols = _training_columns(t)
+    sign = -1.0 if cols and t.maxi[cols[0]] else 1.0
     rank = np.argsort(np.argsort(sign * exp[:, 0], kind="stable"), kind="stable") + 1 if len(exp) else []
     out = []
     for share, i in shares[:top]:
@@ -415,11 +419,11 @@ def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: i
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec = t.spec
+    if sampler_name.partition("-")[0] == "hvi":  # the strategy chooses each setting itself
+        return _run_hvi(t, sampler_name, seed, max_runs, workers)
     knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
     done: dict[int, list[float]] = {}
     trace, t0, repeats = [], time.perf_counter(), 0
-    if sampler_name.partition("-")[0] == "hvi":  # the strategy chooses each setting itself
-        return _run_hvi(t, sampler_name, seed, max_runs, workers)
     if sampler_name == "grid":  # the strategy walks the grid in a seeded order itself
         order = np.random.default_rng(seed).permutation(len(t.settings))[:max_runs]
         for i in order:
@@ -468,12 +472,6 @@ def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> d
     if var and var[:1] != "s":
         raise SystemExit(f"--methods: unknown variant hybrid:{method!r} (hvi-sN)")
     cols = _training_columns(t)
-
-    def entered(i):
-        idx = t.fronts[i][0]
-        idx = idx[t.feasible[i, idx]] if t.possible[i] and len(idx) else np.array([], dtype=int)
-        return t.values[i, idx]
-
     memo: dict = {}
 
     def points(i):
@@ -499,9 +497,8 @@ def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> d
             if not t.possible[i]:
                 failed.add(i)
                 continue
-            p = entered(i)
             trained[i] = [float(t.values[i, 0, c]) for c in cols]
-            front = np.vstack([front, p])
+            front = np.vstack([front, t.entered(i)])
             trace.extend((i, int(j), time.perf_counter() - t0) for j in t.fronts[i][0])
     return {"trace": trace}
 

@@ -29,6 +29,8 @@ from typing import Callable, Sequence
 import moocore
 import numpy as np
 
+from dse.search.pareto import hypervolume_of
+
 __all__ = ["HviSelector", "AdditiveModel", "one_hot", "HVI_STARTUP", "HVI_OPTIMISM", "HVI_MIN_FIT",
            "HVI_MAX_SETTINGS"]
 
@@ -106,6 +108,7 @@ class HviSelector:
         self._cache: dict[int, np.ndarray] = {}
         self.sign = np.array([-1.0 if d == "maximize" else 1.0 for d in directions])
         self.ref = np.asarray(reference, dtype=np.float64) * self.sign  # all minimised from here on
+        self._minimised = ["minimize"] * len(self.sign)
         self.training = list(training)
         self.startup, self.optimism = startup, optimism
         self.model = AdditiveModel(one_hot(self.settings))
@@ -117,8 +120,7 @@ class HviSelector:
         return self._cache[i]
 
     def _hv(self, x: np.ndarray) -> float:
-        x = x[(x < self.ref).all(axis=1)]
-        return float(moocore.hypervolume(x, ref=self.ref)) if len(x) else 0.0
+        return hypervolume_of(x, self._minimised, self.ref)
 
     def next(self, trained: dict[int, Sequence[float]], taken: set[int], front: np.ndarray,
              rng: np.random.Generator) -> int | None:

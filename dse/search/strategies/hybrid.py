@@ -267,19 +267,18 @@ class Hybrid(Strategy):
             raise UsageError("study.strategy: the hybrid strategy costs hardware points on one accelerator; a "
                              "study with a [parallel] table needs strategy = \"joint\"")
         if spec.sampler == "hvi":
-            knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
-            for n, k in knobs:
-                if isinstance(k, Range) and k.step is None and not (k.integer and not k.log):
+            grids = [(n, _knob_values(k)) for n, k in spec.space.searched() if n.startswith("training.")]
+            for n, g in grids:
+                if g is None:
                     raise UsageError(f"space.{n}: sampler = \"hvi\" chooses among the grid of training settings; "
                                      "give this range a step or use a list of choices")
-            size = math.prod(len(k.values()) for _, k in knobs) if knobs else 0
-            if not knobs or size > HVI_MAX_SETTINGS:
+            size = math.prod(len(g) for _, g in grids) if grids else 0
+            if not grids or size > HVI_MAX_SETTINGS:
                 raise UsageError(f"study.sampler: \"hvi\" scores every training setting of the grid, which has "
                                  f"{size} (allowed: 1 to {HVI_MAX_SETTINGS}); choose another sampler (auto)")
             # what it cannot know before training: a constraint on a training metric, an adaptive schedule's GP
             # fraction (it costs each setting at the fraction the knob requests)
-            hw = set(registry.per_hardware())
-            trained_only = [c.metric for c in spec.constraints if c.metric not in hw]
+            trained_only = [c.metric for c in spec.constraints if c.metric not in registry.per_hardware()]
             if trained_only:
                 raise UsageError(f"study.sampler: \"hvi\" cannot tell before training whether a setting meets the "
                                  f"constraint on the training metric {trained_only[0]!r}; choose another sampler "
@@ -466,10 +465,8 @@ class Hybrid(Strategy):
         return None if i is None else self.hvi.settings[i]
 
     def _hvi_points(self, i: int) -> np.ndarray:
-        """Setting ``i``'s feasible sub-front before training, for ``sampler = "hvi"``: its hardware candidates
-        costed at its nominal GP fraction (the schedule's; the surrogate's realized fraction is what the setting
-        is costed at once trained), the constraints on hardware metrics applied, the training objectives left
-        at 0 (the selector fills them in). Objective values (points, objectives)."""
+        """Setting ``i``'s feasible sub-front before training (:func:`points_before_training`), for
+        ``sampler = "hvi"``, on one set of hardware candidates for every setting."""
         if self._hvi_hw is None:  # one set of candidates for every setting (a sample when the grid is larger)
             self._hvi_hw = self._candidates(self.spec.seed)
         return points_before_training(self.spec, self.hvi.settings[i], *self._hvi_hw, self.runner.reference,
