@@ -3,7 +3,6 @@ hybrid's sub-front selection, and bench/search_quality.py's exact front against 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
@@ -20,6 +19,7 @@ from dse.search.runner import run_study as run
 from dse.search.samplers import SAMPLERS
 from dse.search.study import hv_reference, load_points, open_study
 from dse.search.studyfile import load_study
+from repo_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,10 +172,7 @@ def load_study_text():
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("search_quality", ROOT / "bench" / "search_quality.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "bench" / "search_quality.py")
 
 
 def test_the_exact_front_bounds_every_real_search(study_file):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 from models.surrogate.tasks import data_path, load_task
+from repo_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN = Path("/usr/share/datasets/fashion-mnist")
@@ -45,10 +45,7 @@ def test_fashion_is_class_balanced_normalized_and_needs_no_cache(tmp_path, monke
 
 
 def _builder():
-    spec = importlib.util.spec_from_file_location("build_fashion_subset", ROOT / "tools" / "build_fashion_subset.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "tools" / "build_fashion_subset.py")
 
 
 def test_downsampling_and_balanced_selection_by_their_definitions():

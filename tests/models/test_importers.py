@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import json
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from accel import Hardware, gemm_cost
 from models import zoo
 from models.importers import load_topology, to_scalesim
+from repo_scripts import load_script
 
 onnx = pytest.importorskip("onnx")  # in the test extra; CI always has it
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402 - only once importorskip has found onnx
@@ -25,10 +25,7 @@ COLUMNS = ("layer", "phase", "M", "K", "N", "repeat", "vec_elems", "stash_bytes"
 
 
 def _exporter():
-    spec = importlib.util.spec_from_file_location("make_resnet18", DATA / "onnx" / "make_resnet18.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(DATA / "onnx" / "make_resnet18.py")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,72 @@
+"""bench/hvi_variants.py: the accuracy models it swaps into the hvi selection behave as documented."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dse.search.hvi import one_hot
+from dse.search.studyfile import load_study
+from repo_scripts import load_script
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    return load_script(ROOT / "bench" / "hvi_variants.py")
+
+
+def _settings():
+    return [{"a": a, "b": b, "c": c} for a in (1, 2, 3, 4) for b in ("x", "y", "z") for c in (0, 1)]
+
+
+def test_ard_shrinks_a_knob_that_does_not_move_the_value():
+    """Data that only knob a moves (plus noise): its prior scale is fitted far above b's and c's, and the
+    predictions are closer to the noiseless truth than the shipped shared-scale model's."""
+    hv = _bench()
+    from dse.search.hvi import AdditiveModel
+
+    settings = _settings()
+    X = one_hot(settings)
+    a_eff = {1: 0.0, 2: 1.0, 3: 2.5, 4: 4.5}
+    truth = np.array([a_eff[s["a"]] for s in settings])
+    rng = np.random.default_rng(0)
+    errs = {"ard": [], "shipped": []}
+    for rep in range(5):
+        y = truth + rng.normal(0, 0.6, len(truth))
+        rows = np.sort(rng.choice(len(settings), 12, replace=False))
+        m = hv.ArdModel(X, hv.knob_groups(settings))
+        mu, sd = m.predict(rows, y[rows])
+        scales = np.exp(m.theta[:-1])
+        assert scales[0] > 2 * max(scales[1], scales[2])  # the shared-scale model: equal by construction
+        assert np.all(sd > 0)
+        errs["ard"].append(np.sqrt(np.mean((mu - truth) ** 2)))
+        mu0, _ = AdditiveModel(X).predict(rows, y[rows])
+        errs["shipped"].append(np.sqrt(np.mean((mu0 - truth) ** 2)))
+    assert np.mean(errs["ard"]) < np.mean(errs["shipped"])
+
+
+def test_thompson_draws_vary_and_center_on_the_posterior_mean():
+    hv = _bench()
+    settings = _settings()
+    X = one_hot(settings)
+    rng = np.random.default_rng(1)
+    y = np.array([s["a"] * 1.0 for s in settings]) + rng.normal(0, 0.3, len(settings))
+    rows = np.arange(0, len(settings), 2)
+    mean, _ = hv.ArdModel(X, hv.knob_groups(settings)).predict(rows, y[rows])
+    ts = hv.ArdModel(X, hv.knob_groups(settings), thompson=True, seed=3)
+    draws = np.array([ts.predict(rows, y[rows])[0] for _ in range(200)])
+    assert draws.std(axis=0).min() > 0
+    assert np.abs(draws.mean(axis=0) - mean).max() < 0.1
+
+
+@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts"])
+def test_every_variant_trains_the_whole_tiny_space_to_the_exact_front(study_file, variant):
+    hv = _bench()
+    from dse.search.strategies.hybrid import points_before_training
+
+    spec = load_study(study_file).with_overrides(front_size=1000)
+    t = hv.sq.Truth(spec, jobs=1)
+    pre = [points_before_training(spec, s, t.hw_points, t.arr, t.ref, {}) for s in t.settings]
+    out = hv.run(t, pre, variant, 0, [1, 2])
+    assert 0 < out[1] <= out[2] == pytest.approx(1.0)
