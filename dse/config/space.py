@@ -27,6 +27,7 @@ __all__ = ["Fixed", "Choice", "Range", "Knob", "Space", "parse_knob"]
 @dataclass(frozen=True)
 class Fixed:
     value: Any
+    finite = True
 
     def values(self) -> list:
         return [self.value]
@@ -35,6 +36,7 @@ class Fixed:
 @dataclass(frozen=True)
 class Choice:
     choices: tuple
+    finite = True
 
     def values(self) -> list:
         return list(self.choices)
@@ -48,12 +50,17 @@ class Range:
     step: float | None = None
     integer: bool = False
 
+    @property
+    def finite(self) -> bool:
+        """Whether the range has a grid: a step, or integer bounds on a linear scale."""
+        return self.step is not None or (self.integer and not self.log)
+
     def values(self) -> list:
-        """The grid of a stepped range (a continuous range has none)."""
-        if self.step is None:
-            if self.integer and not self.log:
-                return list(range(int(self.low), int(self.high) + 1))
+        """The grid of a finite range (a continuous range has none)."""
+        if not self.finite:
             raise UsageError("a continuous range has no grid; give it a step or use a list of choices")
+        if self.step is None:
+            return list(range(int(self.low), int(self.high) + 1))
         n = int(math.floor((self.high - self.low) / self.step + 1e-9))
         vals = [self.low + i * self.step for i in range(n + 1)]
         return [int(round(v)) for v in vals] if self.integer else [round(v, 12) for v in vals]
@@ -64,6 +71,7 @@ class Bundle:
     """A choice among tables of fields that go together; Optuna sees each as a label ``a=1,b=2``."""
 
     tables: tuple[tuple[tuple[str, Any], ...], ...]
+    finite = True
 
     def labels(self) -> list[str]:
         return [",".join(f"{k}={v}" for k, v in t) for t in self.tables]

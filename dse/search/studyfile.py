@@ -56,7 +56,7 @@ from accel.hardware import FIELDS as HARDWARE_FIELDS
 from dse.config.configuration import MAX_FIRST_SEED, MAX_SEEDS, Configuration, check_scheme
 from dse.config.parallel import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
 from dse.config.schema import check_keys, load_toml, take
-from dse.config.space import Bundle, Choice, Fixed, Range, Space
+from dse.config.space import Bundle, Choice, Fixed, Space
 from dse.config.values import check_name, check_number
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
@@ -265,7 +265,7 @@ def _knob_doc(k) -> Any:
 
 def _check_grid(space: Space) -> None:
     for n, k in space.searched():
-        if isinstance(k, Range) and k.step is None and not (k.integer and not k.log):
+        if not k.finite:
             raise UsageError(f"space.{n}: the grid sampler needs finite knobs; give this range a step or "
                              "use a list of choices")
 

@@ -126,6 +126,9 @@ STUDY_CASES = {
     "workers_zero": (edit("trials = 12", "trials = 12\nworkers = 0"), ("study.workers", ">= 1", "0")),
     "sampler": (edit('sampler = "nsga2"', 'sampler = "annealing"'),
                 ("study.sampler", "'annealing'", "nsga2", "tpe", "random", "grid")),
+    "grid_over_a_continuous_range": (edit("[space.hardware]", "[space.hardware]\nifmap_kb = {low = 32.0, high = 64.0}",
+                                          edit('sampler = "nsga2"', 'sampler = "grid"')),
+                                     ("space.hardware.ifmap_kb", "finite knobs", "step")),
     "objective_not_a_metric": (edit('metric = "speedup"', 'metric = "fastness"'),
                                ("objectives[1].metric", "'fastness'", *_ALL_METRICS)),
     "objective_direction": (edit('metric = "speedup"', 'metric = "speedup"\ndirection = "up"'),
@@ -444,3 +447,22 @@ def test_export_with_no_feasible_trial(tmp_path):
     line = usage_error(tmp_path, "export", p, needles=needles)
     for sel in (("--pareto", "--format", "json"), ("--best", "speedup")):
         assert usage_error(tmp_path, "export", *sel, p) == line
+
+
+def test_a_knob_is_finite_exactly_when_it_has_a_grid():
+    """One rule decides finiteness (``Knob.finite``): the grid sampler's check, the hybrid's grid walk and its
+    whole-hardware-grid test all read it, and ``values()`` agrees with it."""
+    from dse.config.space import parse_knob
+    from dse.errors import UsageError
+
+    cases = {"list": ([16, 32], True), "fixed": (8, True), "int": ({"low": 1, "high": 4}, True),
+             "stepped": ({"low": 0.1, "high": 0.3, "step": 0.1}, True),
+             "int_log": ({"low": 8, "high": 64, "log": True}, False), "real": ({"low": 0.5, "high": 1.5}, False)}
+    for name, (spec, finite) in cases.items():
+        k = parse_knob(f"space.training.{name}", spec)
+        assert k.finite is finite, name
+        if finite:
+            assert len(k.values()) >= 1
+        else:
+            with pytest.raises(UsageError):
+                k.values()

@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from accel import Hardware, HardwareArray
-from dse.config.space import Bundle, Choice, Range
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
@@ -81,14 +80,7 @@ CLAIM_WAIT_S = 10.0
 
 def _knob_values(knob) -> list | None:
     """All values of a finite knob (None when it is continuous)."""
-    if isinstance(knob, (Choice, Bundle)):
-        return knob.values()
-    if isinstance(knob, Range):
-        try:
-            return knob.values()
-        except Exception:  # continuous
-            return None
-    return None
+    return knob.values() if knob.finite else None
 
 
 def _whole_grid(spec: StudySpec, max_points: int) -> bool:
