@@ -10,8 +10,9 @@ its trained sub-front enters), with its accuracy model swapped:
 
 * ``shipped``: the selector as dse ships it (one prior scale shared by every knob's effects);
 * ``known``: the accuracy drop of every setting known *in advance* as the additive least-squares fit over all
-  settings (``search_quality.expected_training_values``), its spread the fit's residual std: the same
-  selection rule, with nothing left to learn but the seed's luck. The gap between ``shipped`` and ``known``
+  settings (``search_quality.expected_training_values``), its spread the fit's residual std (widened by
+  ``HVI_OPTIMISM``, as the shipped rule widens its own; one training objective only): the same selection
+  rule, with nothing left to learn but the seed's luck. The gap between ``shipped`` and ``known``
   is what learning the model from the trained settings costs;
 * ``ard``: one prior scale per knob (automatic relevance determination: a knob that does not move the
   accuracy is shrunk to nothing), the scales and the noise by their marginal likelihood under log-normal
@@ -22,8 +23,10 @@ its trained sub-front enters), with its accuracy model swapped:
   of the noise alone.
 
 Prints, per variant and budget (surrogate runs = distinct settings trained), the mean ± sample std of the
-hypervolume share of the truth over the search seeds, and the paired difference from ``shipped`` on the
-seeds 0-4 and 5-9 separately (tune, check) with a one-sided Wilcoxon signed-rank p over all seeds.
+hypervolume share of the truth over the search seeds, the share of the seeds that trained the setting holding
+the most hypervolume alone (``search_quality``'s ``ceiling.exclusive``), and the paired difference from
+``shipped`` on the seeds 0-4 and 5-9 separately (tune, check) with a one-sided Wilcoxon signed-rank p over all
+seeds. The searches run as ``search_quality``'s ``hybrid:hvi`` (its ``_run_hvi``, one worker).
 Results are in docs/search.md ("What limits hvi").
 """
 
@@ -33,9 +36,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import minimize
+
+from dse.search.hvi import HVI_STARTUP, posterior, standardized
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
@@ -75,9 +81,7 @@ class ArdModel:
         return 0.5 * a @ a + np.log(np.diag(L)).sum() + pen
 
     def predict(self, rows, y):
-        spread = float(np.std(y, ddof=1)) if len(y) > 1 else 0.0
-        scale = spread if spread > 1e-9 * float(np.abs(y).max()) else (0.1 * float(np.abs(y).max()) or 1.0)
-        yc = (y - y.mean()) / scale
+        scale, yc = standardized(y)
         Xt = self.X[rows]
         theta = np.concatenate([np.full(self.K, np.log(SCALE_PRIOR[0])), [np.log(NOISE_PRIOR[0])]])
         if len(rows) >= 3:
@@ -85,8 +89,7 @@ class ArdModel:
             theta = minimize(self._objective, theta, args=(Xt, yc), method="L-BFGS-B", bounds=bounds).x
         self.theta = theta  # the fitted log prior scales (one per knob) and log noise, in units of the spread
         s2 = np.exp(2 * theta[-1])
-        cov = np.linalg.inv(np.diag(1.0 / self._prior(theta[:-1])) + Xt.T @ Xt / s2)
-        mean = cov @ (Xt.T @ yc / s2)
+        mean, cov = posterior(Xt, yc, self._prior(theta[:-1]), s2)
         if self.thompson:
             mu = self.X @ self.rng.multivariate_normal(mean, cov, method="cholesky")
             sd = np.full(len(mu), np.sqrt(s2))
@@ -104,44 +107,31 @@ def knob_groups(settings) -> np.ndarray:
     return np.array(g)
 
 
-def run(t, pre: list, variant: str, seed: int, budgets: list[int]) -> dict:
-    from dse.search.hvi import HviSelector
+def configure(t, variant: str, seed: int) -> Callable:
+    """What ``variant`` changes in the shipped selector: its accuracy model (and, ``ard-ts``, its widening)."""
+    def apply(sel) -> None:
+        if variant == "known":
+            exp = sq.expected_training_values(t)
+            sel.model = KnownModel(exp[:, 0], float(sq.residual_std(t, exp)[0]))
+        elif variant in ("ard", "ard-ts"):
+            sel.model = ArdModel(sel.model.X, knob_groups(t.settings), thompson=variant == "ard-ts", seed=seed)
+            sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
+    return apply
 
-    cols = sq._training_columns(t)
-    sel = HviSelector(t.settings, lambda i: pre[i], t.directions, t.ref, cols)
-    if variant == "known":
-        exp = sq.expected_training_values(t)[:, 0]
-        y = t.values[t.possible, 0, cols[0]]
-        sel.model = KnownModel(exp, float(np.std(y - exp[t.possible], ddof=1)))
-    elif variant in ("ard", "ard-ts"):
-        sel.model = ArdModel(sel.model.X, knob_groups(t.settings), thompson=variant == "ard-ts", seed=seed)
-        sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
-    rng = np.random.default_rng(seed)
-    trained, failed, out = {}, set(), {}
-    front = np.zeros((0, len(t.directions)))
-    while len(trained) < max(budgets):
-        i = sel.next(trained, failed, front, rng)
-        if i is None:
-            break
-        if not t.possible[i]:
-            failed.add(i)
-            continue
-        trained[i] = [float(t.values[i, 0, c]) for c in cols]
-        front = sq._nondominated(t, np.vstack([front, t.entered(i)]))
-        if len(trained) in budgets:
-            out[len(trained)] = _share(t, front)
+
+def run(t, pre: list, variant: str, seed: int, budgets: list[int], top: int | None = None,
+        startup: int = HVI_STARTUP) -> dict:
+    """One search of ``variant`` on search seed ``seed``, as ``bench/search_quality.py`` runs ``hybrid:hvi``
+    (one worker; ``pre``: every setting's scored sub-front): its share of the truth at each budget (settings
+    trained), and, with ``top`` (a setting's index), whether it was trained within each budget."""
+    trace = sq._run_hvi(t, f"hvi-s{startup}", seed, max(budgets), 1, configure=configure(t, variant, seed),
+                        points=lambda i: pre[i])["trace"]
+    rows = sq.curve(t, trace, hybrid=True)
+    out = {"share": {r["runs"]: r["share"] for r in rows if r["runs"] in budgets}}
+    if top is not None:
+        order = [r["setting"] for r in rows]
+        out["trained_top"] = {b: top in order[:b] for b in budgets}
     return out
-
-
-def _share(t, front) -> float:
-    from dse.search.pareto import hypervolume_of
-
-    return hypervolume_of(front, t.directions, t.ref) / t.hv
-
-
-def _diff(r: dict) -> str:
-    return "".join(f"{r[k]:+.3f} on seeds {w}, " for k, w in (("diff_tune", "0-4"), ("diff_check", "5-9"))
-                   if r[k] is not None)
 
 
 def main() -> None:
@@ -157,44 +147,62 @@ def main() -> None:
     from joblib import Parallel, delayed
     from scipy.stats import wilcoxon
 
-    from dse.search.strategies.hybrid import points_before_training
+    from dse.errors import UsageError
+    from dse.search.strategies.hybrid import points_before_training, training_columns
     from dse.search.studyfile import load_study
 
-    spec = load_study(a.study)
-    if a.surrogate_seeds is not None:
-        spec = spec.with_overrides(seeds=a.surrogate_seeds)
-    spec = spec.with_overrides(seeds_max=spec.seeds)
-    spec.with_overrides(strategy="hybrid", sampler="hvi")  # refuses a space hvi does not apply to
+    try:
+        spec = load_study(a.study)
+        if a.surrogate_seeds is not None:
+            spec = spec.with_overrides(seeds=a.surrogate_seeds)
+        spec = spec.with_overrides(seeds_max=spec.seeds)
+        spec.with_overrides(strategy="hybrid", sampler="hvi")  # refuses a space hvi does not apply to
+        if "known" in a.variants and len(training_columns(spec)) != 1:
+            raise UsageError(f"--variants: known models one training objective; {a.study} has "
+                             f"{len(training_columns(spec))}")
+    except UsageError as e:
+        print(f"hvi_variants: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     t = sq.Truth(spec, jobs=a.jobs)
     memo: dict = {}
     pre = [points_before_training(spec, s, t.hw_points, t.arr, t.ref, memo) for s in t.settings]
+    excl = sq.ceiling(t, a.budgets)["exclusive"]
+    top = excl[0]["index"] if excl else None
     jobs = [(v, s) for v in a.variants for s in a.seeds]
-    res = Parallel(n_jobs=a.jobs, backend="loky")(delayed(run)(t, pre, v, s, a.budgets) for v, s in jobs)
-    shares = {v: {s: r for (vv, s), r in zip(jobs, res) if vv == v} for v in a.variants}
+    res = Parallel(n_jobs=a.jobs, backend="loky")(delayed(run)(t, pre, v, s, a.budgets, top) for v, s in jobs)
+    runs = {v: {s: r for (vv, s), r in zip(jobs, res) if vv == v} for v in a.variants}
+    tune = np.array(a.seeds) < 5  # tuned on seeds 0-4, checked on the others
     sq.log(f"hvi with each accuracy model, share of the truth ({t.hv:.6g}; surrogate seeds "
-           f"{spec.seeds}), mean ± sample std over search seeds {a.seeds}:")
+           f"{spec.seeds}), mean ± sample std over search seeds {a.seeds}; paired difference from shipped on "
+           "the seeds below 5 and on the others, one-sided Wilcoxon p over all; in brackets the share of the "
+           "seeds that trained the setting holding the most hypervolume alone:")
     table = {}
     for v in a.variants:
         row = {}
         for b in a.budgets:
-            x = np.array([shares[v][s].get(b, np.nan) for s in a.seeds])
-            row[str(b)] = {"mean": round(float(np.nanmean(x)), 4), "std": round(float(np.nanstd(x, ddof=1)), 4)}
-            if v != "shipped" and "shipped" in shares:
-                base = np.array([shares["shipped"][s].get(b, np.nan) for s in a.seeds])
-                d = x - base
-                tune = np.array(a.seeds) < 5
-                row[str(b)]["diff_tune"] = round(float(np.mean(d[tune])), 4) if tune.any() else None
-                row[str(b)]["diff_check"] = round(float(np.mean(d[~tune])), 4) if (~tune).any() else None
-                row[str(b)]["wilcoxon_p"] = float(wilcoxon(x, base, alternative="greater").pvalue) \
-                    if np.any(d != 0) else 1.0
+            x = np.array([runs[v][s]["share"].get(b, np.nan) for s in a.seeds])
+            r = row[str(b)] = {"mean": round(float(np.nanmean(x)), 4),
+                               "std": round(float(np.nanstd(x, ddof=1)), 4), "reached": int(np.isfinite(x).sum())}
+            if top is not None:
+                r["trained_top"] = round(float(np.mean([runs[v][s]["trained_top"][b] for s in a.seeds])), 2)
+            if v != "shipped" and "shipped" in runs:
+                d = x - np.array([runs["shipped"][s]["share"].get(b, np.nan) for s in a.seeds])
+                r["diff_tune"] = round(float(np.mean(d[tune])), 4) if tune.any() else None
+                r["diff_check"] = round(float(np.mean(d[~tune])), 4) if (~tune).any() else None
+                ok = np.isfinite(d)  # a seed that never reached the budget on either side is left out
+                r["wilcoxon_p"] = (float(wilcoxon(d[ok], alternative="greater").pvalue) if np.any(d[ok] != 0)
+                                   else 1.0) if ok.any() else None
         table[v] = row
         sq.log(f"  {v:8s} " + "  ".join(
-            f"{b}: {r['mean']:.3f} ± {r['std']:.3f}"
-            + (f" (vs shipped: {_diff(r)}p={r['wilcoxon_p']:.3f})" if "diff_tune" in r else "")
+            f"{b}: {r['mean']:.3f} ± {r['std']:.3f}" + (f" [{r['trained_top']:.1f}]" if "trained_top" in r else "")
+            + (f" ({r['diff_tune']:+.3f} / {r['diff_check']:+.3f}, p={r['wilcoxon_p']:.3f})"
+               if r.get("wilcoxon_p") is not None and None not in (r["diff_tune"], r["diff_check"]) else "")
             for b, r in row.items()))
     if a.json:
-        print(json.dumps({"truth_hv": t.hv, "surrogate_seeds": spec.seeds, "seeds": a.seeds, "variants": table,
-                          "per_seed": {v: {str(s): shares[v][s] for s in a.seeds} for v in a.variants}}))
+        print(json.dumps({"truth_hv": t.hv, "surrogate_seeds": spec.seeds, "seeds": a.seeds,
+                          "top_exclusive": excl[0] if excl else None, "variants": table,
+                          "per_seed": {v: {str(s): runs[v][s]["share"] for s in a.seeds} for v in a.variants}},
+                         default=float))
 
 
 if __name__ == "__main__":

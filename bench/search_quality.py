@@ -55,6 +55,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import moocore
 import numpy as np
@@ -244,6 +245,13 @@ def expected_training_values(t: Truth) -> np.ndarray:
     return X @ w
 
 
+def residual_std(t: Truth, exp: np.ndarray) -> np.ndarray:
+    """The sample std, per training objective, of the possible settings' trained values about ``exp``
+    (:func:`expected_training_values`): what the fixed surrogate seeds add to a setting."""
+    resid = t.values[t.possible, 0][:, _training_columns(t)] - exp[t.possible]
+    return resid.std(axis=0, ddof=1) if len(resid) > 1 else np.full(exp.shape[1], np.nan)
+
+
 def ceiling(t: Truth, budgets: list[int]) -> dict:
     """Greedy selections of settings on the table (each step adds the setting whose feasible sub-front adds
     the most hypervolume; ties to the lower index), as a share of the truth at each budget: ``oracle`` picks
@@ -285,8 +293,7 @@ def ceiling(t: Truth, budgets: list[int]) -> dict:
         return out
 
     trained = np.array([p[0, cols] if len(p) else np.full(len(cols), np.nan) for p in pts])
-    resid = (trained - exp)[t.possible]
-    resid_std = resid.std(axis=0, ddof=1) if len(resid) > 1 else np.full(len(cols), np.nan)
+    resid_std = residual_std(t, exp)
     return {"oracle": greedy(trained), "expected": greedy(exp),
             "residual_std": [round(float(x), 3) for x in resid_std],
             "spread_std": [round(float(x), 3) for x in trained[t.possible].std(axis=0, ddof=1)],
@@ -458,12 +465,14 @@ def run_hybrid(t: Truth, sampler_name: str, seed: int, max_runs: int, workers: i
     return {"trace": trace}
 
 
-def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> dict:
+def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int, *,
+             configure: Callable | None = None, points: Callable | None = None) -> dict:
     """The hybrid's ``hvi`` outer selection on the table: the strategy's own :class:`dse.search.hvi.HviSelector`,
     scoring each setting as the strategy does before training it (``points_before_training``: at the GP
     fraction it requests); once chosen, the setting's trained sub-front enters from the table (``hvi-sN``:
     ``N`` random settings first). ``workers`` settings are chosen before any is trained (each worker sees the
-    others' as taken)."""
+    others' as taken). ``configure(selector)``, if given, changes the selector before it runs (its accuracy
+    model: ``bench/hvi_variants.py``); ``points(i)``, setting ``i``'s scored sub-front, if already costed."""
     from dse.search.hvi import HVI_STARTUP, HviSelector
     from dse.search.strategies.hybrid import points_before_training
 
@@ -474,10 +483,12 @@ def _run_hvi(t: Truth, method: str, seed: int, max_runs: int, workers: int) -> d
     cols = _training_columns(t)
     memo: dict = {}
 
-    def points(i):
+    def costed(i):
         return points_before_training(t.spec, t.settings[i], t.hw_points, t.arr, t.ref, memo)
 
-    sel = HviSelector(t.settings, points, t.directions, t.ref, cols, startup=startup)
+    sel = HviSelector(t.settings, points or costed, t.directions, t.ref, cols, startup=startup)
+    if configure is not None:
+        configure(sel)
     rng = np.random.default_rng(seed)
     trained: dict[int, list[float]] = {}
     failed: set[int] = set()

@@ -31,8 +31,8 @@ import numpy as np
 
 from dse.search.pareto import hypervolume_of
 
-__all__ = ["HviSelector", "AdditiveModel", "one_hot", "HVI_STARTUP", "HVI_OPTIMISM", "HVI_MIN_FIT",
-           "HVI_MAX_SETTINGS"]
+__all__ = ["HviSelector", "AdditiveModel", "one_hot", "standardized", "posterior", "HVI_STARTUP", "HVI_OPTIMISM",
+           "HVI_MIN_FIT", "HVI_MAX_SETTINGS"]
 
 #: settings drawn at random before the model chooses
 HVI_STARTUP = 6
@@ -55,6 +55,22 @@ def one_hot(settings: Sequence[dict]) -> np.ndarray:
                      for s in settings])
 
 
+def standardized(y: np.ndarray) -> tuple[float, np.ndarray]:
+    """``y`` in units of its spread, centred: (the unit, the standardized values). The unit is the sample std
+    (one value, or all equal: a tenth of their size)."""
+    spread = float(np.std(y, ddof=1)) if len(y) > 1 else 0.0
+    size = float(np.abs(y).max())
+    scale = spread if spread > 1e-9 * size else (0.1 * size or 1.0)  # rounding leaves equal values ~1e-17 apart
+    return scale, (y - y.mean()) / scale
+
+
+def posterior(Xt: np.ndarray, y: np.ndarray, prior: np.ndarray, noise_var: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bayesian linear regression: the posterior mean and covariance of the weights, given the design ``Xt``,
+    the values ``y``, the weights' independent prior variances ``prior`` and the noise variance."""
+    cov = np.linalg.inv(np.diag(1.0 / prior) + Xt.T @ Xt / noise_var)
+    return cov @ (Xt.T @ y / noise_var), cov
+
+
 class AdditiveModel:
     """Bayesian linear regression on one-hot knob levels (see the module's docstring)."""
 
@@ -73,19 +89,12 @@ class AdditiveModel:
     def predict(self, rows: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and standard deviation (noise included) of every row of ``X``, given the values
         ``y`` of ``rows``."""
-        # the trained values' spread is the unit (one value, or all equal: a tenth of their size)
-        spread = float(np.std(y, ddof=1)) if len(y) > 1 else 0.0
-        size = float(np.abs(y).max())
-        scale = spread if spread > 1e-9 * size else (0.1 * size or 1.0)  # rounding leaves equal values ~1e-17 apart
-        yc = (y - y.mean()) / scale
+        scale, yc = standardized(y)  # the trained values' spread is the unit
         tau, sigma = 1.0, 0.5
         if len(rows) >= HVI_MIN_FIT:
             tau, sigma = max(((t, s) for t in _HVI_TAUS for s in _HVI_SIGMAS),
                              key=lambda ts: self._log_evidence(rows, yc, *ts))
-        Xt = self.X[rows]
-        A = np.diag(1.0 / self._prior(tau))
-        cov = np.linalg.inv(A + Xt.T @ Xt / sigma ** 2)
-        mean = cov @ (Xt.T @ yc / sigma ** 2)
+        mean, cov = posterior(self.X[rows], yc, self._prior(tau), sigma ** 2)
         mu = self.X @ mean
         var = np.einsum("ij,jk,ik->i", self.X, cov, self.X) + sigma ** 2
         return y.mean() + scale * mu, scale * np.sqrt(var)

@@ -457,7 +457,8 @@ def test_a_knob_is_finite_exactly_when_it_has_a_grid():
 
     cases = {"list": ([16, 32], True), "fixed": (8, True), "int": ({"low": 1, "high": 4}, True),
              "stepped": ({"low": 0.1, "high": 0.3, "step": 0.1}, True),
-             "int_log": ({"low": 8, "high": 64, "log": True}, False), "real": ({"low": 0.5, "high": 1.5}, False)}
+             "int_log": ({"low": 8, "high": 64, "log": True}, False), "real": ({"low": 0.5, "high": 1.5}, False),
+             "bundle": ([{"a": 1, "b": 2}, {"a": 3, "b": 4}], True)}
     for name, (spec, finite) in cases.items():
         k = parse_knob(f"space.training.{name}", spec)
         assert k.finite is finite, name

@@ -61,12 +61,39 @@ def test_thompson_draws_vary_and_center_on_the_posterior_mean():
 
 
 @pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts"])
-def test_every_variant_trains_the_whole_tiny_space_to_the_exact_front(study_file, variant):
+def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, variant, monkeypatch):
+    """With one random setting first, the second choice is the variant's model's (its predict is called),
+    and the two settings of the tiny space make the exact front."""
     hv = _bench()
+    from dse.search.hvi import AdditiveModel
     from dse.search.strategies.hybrid import points_before_training
 
+    cls = {"shipped": AdditiveModel, "known": hv.KnownModel, "ard": hv.ArdModel, "ard-ts": hv.ArdModel}[variant]
+    calls = []
+    predict = cls.predict
+
+    def counted(self, rows, y):
+        calls.append(len(rows))
+        return predict(self, rows, y)
+
+    monkeypatch.setattr(cls, "predict", counted)
     spec = load_study(study_file).with_overrides(front_size=1000)
     t = hv.sq.Truth(spec, jobs=1)
     pre = [points_before_training(spec, s, t.hw_points, t.arr, t.ref, {}) for s in t.settings]
-    out = hv.run(t, pre, variant, 0, [1, 2])
-    assert 0 < out[1] <= out[2] == pytest.approx(1.0)
+    out = hv.run(t, pre, variant, 0, [1, 2], top=0, startup=1)
+    assert calls == [1]
+    assert 0 < out["share"][1] <= out["share"][2] == pytest.approx(1.0)
+    assert out["trained_top"] == {1: out["trained_top"][1], 2: True}
+
+
+def test_known_is_the_additive_fit_over_every_setting(study_file):
+    hv = _bench()
+    from dse.search.hvi import HviSelector
+
+    t = hv.sq.Truth(load_study(study_file), jobs=1)
+    sel = HviSelector(t.settings, lambda i: np.zeros((0, len(t.directions))), t.directions, t.ref, [0])
+    hv.configure(t, "known", 0)(sel)
+    mu, sd = sel.model.predict(np.array([0]), np.array([123.0]))  # what it is told changes nothing
+    exp = hv.sq.expected_training_values(t)
+    assert np.array_equal(mu, exp[:, 0])
+    assert np.all(sd == hv.sq.residual_std(t, exp)[0])
