@@ -181,14 +181,15 @@ def main() -> None:
         row = {}
         for b in a.budgets:
             x = np.array([runs[v][s]["share"].get(b, np.nan) for s in a.seeds])
-            r = row[str(b)] = {"mean": round(float(np.nanmean(x)), 4),
-                               "std": round(float(np.nanstd(x, ddof=1)), 4), "reached": int(np.isfinite(x).sum())}
+            # unrounded: the table rounds once, when it prints
+            r = row[str(b)] = {"mean": float(np.nanmean(x)), "std": float(np.nanstd(x, ddof=1)),
+                               "reached": int(np.isfinite(x).sum())}
             if top is not None:
                 r["trained_top"] = round(float(np.mean([runs[v][s]["trained_top"][b] for s in a.seeds])), 2)
             if v != "shipped" and "shipped" in runs:
                 d = x - np.array([runs["shipped"][s]["share"].get(b, np.nan) for s in a.seeds])
-                r["diff_tune"] = round(float(np.mean(d[tune])), 4) if tune.any() else None
-                r["diff_check"] = round(float(np.mean(d[~tune])), 4) if (~tune).any() else None
+                r["diff_tune"] = float(np.mean(d[tune])) if tune.any() else None
+                r["diff_check"] = float(np.mean(d[~tune])) if (~tune).any() else None
                 ok = np.isfinite(d)  # a seed that never reached the budget on either side is left out
                 r["wilcoxon_p"] = (float(wilcoxon(d[ok], alternative="greater").pvalue) if np.any(d[ok] != 0)
                                    else 1.0) if ok.any() else None
