@@ -83,7 +83,7 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
     out = hv.run(t, pre, variant, 0, [1, 2], top=0, startup=1)
     assert calls == [1]
     assert 0 < out["share"][1] <= out["share"][2] == pytest.approx(1.0)
-    assert out["trained_top"] == {1: out["trained_top"][1], 2: True}
+    assert set(out["trained_top"]) == {1, 2} and out["trained_top"][2]  # by 2 runs every setting is trained
 
 
 def test_known_is_the_additive_fit_over_every_setting(study_file):
