@@ -169,7 +169,8 @@ def _all_failed(spec, study, study_file) -> None:
 
 def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
            json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Trials by state, the budget, the front's size and hypervolume, the storage (password masked)."""
+    """Trials by state, the budget the last run aimed at (--trials/--runs included), the front's size and hypervolume,
+    the storage (password masked)."""
     spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna
     import dse
 

@@ -270,7 +270,8 @@ def diverged_settings(spec, study) -> dict[str, str]:
 
 
 def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
-    """What ``dse status`` prints: trials by state, budget, front size, hypervolume, failure reasons, the
+    """What ``dse status`` prints: trials by state, the budget (the last run's; ``budget_from`` says where it
+    differs from the file's), front size, hypervolume, failure reasons, the
     strategy's own line (hybrid: settings trained, the surrogate runs they hold, the run budget), the training
     settings that diverged, each with its reason (``study``:
     the open study, else opened from ``storage``; ``url``: its storage URL, shown masked)."""
@@ -278,10 +279,13 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
 
     from dse.search.pareto import front, recent_gain
     from dse.search.strategies import strategy_class
-    from dse.search.study import hv_reference, load_points, mask_url, open_study, storage_url
+    from dse.search.study import hv_reference, load_points, mask_url, open_study, run_budget, storage_url
 
     if study is None:
         study = open_study(spec, storage, create=False)
+    ran = run_budget(spec, study)  # the budget of the last run: `dse run --trials/--runs` may override the file's
+    differs = [f"{k} {getattr(ran, k)} (the file: {getattr(spec, k)})" for k in ("trials", "runs")
+               if getattr(ran, k) != getattr(spec, k)]
     states = {s.name.lower(): 0 for s in TrialState}
     for t in study.get_trials(deepcopy=False):
         states[t.state.name.lower()] += 1
@@ -295,7 +299,8 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "study": spec.name,
         "strategy": spec.strategy,
         "storage": mask_url(url or storage_url(spec, storage)),
-        "budget": spec.trials,
+        "budget": ran.trials,
+        **({"budget_from": "the last run: " + ", ".join(differs)} if differs else {}),
         "trials": states,
         "feasible": sum(p.feasible for p in pts),
         "front": len(front(pts, spec.directions)),
@@ -305,7 +310,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],
         "failures": reasons,
-        **({"training": summary} if (summary := strategy_class(spec.strategy).run_summary(spec, study)) else {}),
+        **({"training": summary} if (summary := strategy_class(spec.strategy).run_summary(ran, study)) else {}),
         **({"diverged": [f"{k}: {r}" for k, r in bad.items()]} if (bad := diverged_settings(spec, study)) else {}),
     }
 

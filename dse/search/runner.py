@@ -30,6 +30,7 @@ from dse.search.study import (
     mask_url,
     open_study,
     point_of,
+    record_budget,
     recover_dead_workers,
     storage_url,
     trial_objective,
@@ -220,6 +221,7 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
     check_cache()
     probe = open_study(spec, url, create=True, heartbeat=heartbeat, accept_changes=accept_changes)
     recover_dead_workers(probe)
+    record_budget(probe, budget, spec.runs)
     done = BudgetTracker(probe).refresh()["done"]
     study = open_study(spec, url, create=True, seed=derive_seed(spec.seed, 1000 * worker, done),
                        heartbeat=heartbeat, sampler=sampler)

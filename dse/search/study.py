@@ -245,6 +245,25 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
 
 #: the study user attribute holding :meth:`StudySpec.identity`
 IDENTITY_ATTR = "dse_study_file"
+#: the study user attribute holding the budget its last run aimed at (``dse run --trials/--runs`` may differ
+#: from the file's): ``{"trials": N, "runs": N or None}``
+BUDGET_ATTR = "dse_budget"
+
+
+def record_budget(study: optuna.Study, trials: int, runs: int | None) -> None:
+    """Store the budget a run aims at, so that ``dse status`` shows it rather than the file's."""
+    want = {"trials": int(trials), "runs": None if runs is None else int(runs)}
+    if study.user_attrs.get(BUDGET_ATTR) != want:
+        study.set_user_attr(BUDGET_ATTR, want)
+
+
+def run_budget(spec: StudySpec, study: optuna.Study) -> StudySpec:
+    """``spec`` with the budget the study's last run aimed at (its trials and, hybrid, its surrogate runs);
+    ``spec`` as it is for a study run before studies recorded it."""
+    b = study.user_attrs.get(BUDGET_ATTR)
+    if not isinstance(b, dict):
+        return spec
+    return spec.with_overrides(trials=b.get("trials"), runs=b.get("runs"))
 
 
 def describe(spec: StudySpec) -> str:

@@ -36,6 +36,7 @@ from dse.search.study import (
     mask_url,
     open_study,
     point_of,
+    record_budget,
     recover_dead_workers,
     storage_url,
 )
@@ -102,6 +103,7 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     ref = hv_reference(spec)
     tracker, fr = BudgetTracker(study), ProgressFront(spec, ref)
     budget = spec.trials
+    record_budget(study, budget, spec.runs)
     logdir = tempfile.mkdtemp(prefix="dse-workers-")
     procs: dict[int, subprocess.Popen] = {}
     next_index = workers

@@ -367,6 +367,10 @@ def test_runs_on_the_command_line_overrides_the_file_and_reaches_the_workers(tmp
     spec = load_study(path)
     held, settings = _held(_outer(spec, open_study(spec, storage_url(spec, None, journal=True), create=False)))
     assert held == 3 and len(settings) == 1
+    # `dse status` reports the budget the run aimed at, not the file's, and says so
+    r = cli("status", path)
+    assert r.returncode == 0, r.stderr
+    assert "(run budget 3, spent)" in r.stdout and "the last run: runs 3 (the file: 7)" in r.stdout
 
 
 def test_a_worker_waits_while_settings_claimed_elsewhere_hold_the_run_budget(tmp_path, monkeypatch):

@@ -130,6 +130,21 @@ def test_status_and_plots(study_file, tmp_path, capsys):
     assert (outdir / "objectives.png").stat().st_size > 10_000
 
 
+def test_status_shows_the_budget_of_the_last_run(study_file, cli):
+    """`dse run --trials N` overrides the file's budget; `dse status` shows the budget the last run aimed at
+    (and what the file says), so a study run to 5 of the file's 12 trials does not look unfinished."""
+    r = cli("run", study_file, "--trials", "5", "--quiet")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(cli("status", study_file, "--json").stdout)
+    assert st["budget"] == 5 and st["budget_from"] == "the last run: trials 5 (the file: 12)"
+    out = cli("status", study_file).stdout
+    assert "budget_from  the last run: trials 5 (the file: 12)" in out
+    assert cli("run", study_file, "--quiet").returncode == 0  # the file's budget again
+    st = json.loads(cli("status", study_file, "--json").stdout)
+    assert st["budget"] == 12 and "budget_from" not in st
+    assert st["trials"]["complete"] + st["trials"]["fail"] == 12
+
+
 def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(study_file, capsys):
     # every value is possible alone; 512 rows need more than a 0.5 KiB ifmap buffer holds
     text = study_file.read_text().replace("rows = [8, 16, 32]", "rows = [8, 512]\nifmap_kb = [0.5, 4.0]")
