@@ -1,7 +1,7 @@
 """What limits the hybrid's ``hvi`` outer selection: its accuracy model, learned from the settings it trains.
 
     python bench/hvi_variants.py [--study studies/quickstart.toml] [--surrogate-seeds N] [--seeds 0 .. 9]
-        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts] [--jobs 2] [--json]
+        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma] [--jobs 2] [--json]
 
 On the exhaustive table of ``bench/search_quality.py --truth`` (the same cached truth: every training setting
 on fixed surrogate seeds, the whole hardware grid costed), the shipped :class:`dse.search.hvi.HviSelector` is
@@ -20,11 +20,16 @@ its trained sub-front enters), with its accuracy model swapped:
   away), fitted from 3 settings on;
 * ``ard-ts``: ``ard`` with the knob effects drawn from their posterior at each choice (Thompson sampling:
   an effect measured on two unlucky settings is sometimes drawn small, so it is tried again), the spread that
-  of the noise alone.
+  of the noise alone;
+* ``bma``: the shipped model with its prior and noise scales averaged over their grid, each pair weighted by
+  its marginal likelihood (the predictive mixture's mean and variance), instead of the best pair taken.
 
 Prints, per variant and budget (surrogate runs = distinct settings trained), the mean ± sample std of the
 hypervolume share of the truth over the search seeds, the share of the seeds that trained the setting holding
-the most hypervolume alone (``search_quality``'s ``ceiling.exclusive``), and the paired difference from
+the most hypervolume alone (``search_quality``'s ``ceiling.exclusive``), how far the variant's accuracy model
+is from the additive fit over all settings when it chooses the setting of that budget (``model_rms``: the
+root-mean-square difference of every setting's predicted mean from the fit; ``top_mean``: its mean for that
+setting; one training objective), and the paired difference from
 ``shipped`` on the seeds 0-4 and 5-9 separately (tune, check) with a one-sided Wilcoxon signed-rank p over all
 seeds. The searches run as ``search_quality``'s ``hybrid:hvi`` (its ``_run_hvi``, one worker).
 Results are in docs/search.md ("What limits hvi").
@@ -41,12 +46,12 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import minimize
 
-from dse.search.hvi import HVI_STARTUP, posterior, standardized
+from dse.search.hvi import _HVI_SIGMAS, _HVI_TAUS, HVI_MIN_FIT, HVI_STARTUP, AdditiveModel, posterior, standardized
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
 
-VARIANTS = ("shipped", "known", "ard", "ard-ts")
+VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma")
 #: the hyper-priors of ``ard``: log-normal, median (in units of the trained values' spread) and log-sd
 NOISE_PRIOR = (0.5, 0.5)
 SCALE_PRIOR = (0.5, 1.0)
@@ -99,6 +104,30 @@ class ArdModel:
         return y.mean() + scale * mu, scale * sd
 
 
+class BmaModel(AdditiveModel):
+    """The shipped model, its (prior, noise) scale pairs averaged by marginal likelihood (module docstring)."""
+
+    def __init__(self, X: np.ndarray, taus=_HVI_TAUS, sigmas=_HVI_SIGMAS) -> None:
+        super().__init__(X)
+        self.grid = [(t, s) for t in taus for s in sigmas]
+
+    def predict(self, rows, y):
+        scale, yc = standardized(y)
+        grid, w = [(1.0, 0.5)], np.ones(1)  # the shipped model's scales before it fits them
+        if len(rows) >= HVI_MIN_FIT:
+            grid = self.grid
+            le = np.array([self._log_evidence(rows, yc, t, s) for t, s in grid])
+            w = np.exp(le - le.max())
+            w /= w.sum()
+        m1 = m2 = 0.0
+        for (t, s), wk in zip(grid, w):
+            mean, cov = posterior(self.X[rows], yc, self._prior(t), s ** 2)
+            mu = self.X @ mean
+            var = np.einsum("ij,jk,ik->i", self.X, cov, self.X) + s ** 2
+            m1, m2 = m1 + wk * mu, m2 + wk * (var + mu ** 2)
+        return y.mean() + scale * m1, scale * np.sqrt(np.maximum(m2 - m1 ** 2, 0.0))
+
+
 def knob_groups(settings) -> np.ndarray:
     """The knob (1, 2, ...) of each column of ``dse.search.hvi.one_hot`` (0: the constant)."""
     g = [0]
@@ -116,6 +145,8 @@ def configure(t, variant: str, seed: int) -> Callable:
         elif variant in ("ard", "ard-ts"):
             sel.model = ArdModel(sel.model.X, knob_groups(t.settings), thompson=variant == "ard-ts", seed=seed)
             sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
+        elif variant == "bma":
+            sel.model = BmaModel(sel.model.X)
     return apply
 
 
@@ -123,14 +154,35 @@ def run(t, pre: list, variant: str, seed: int, budgets: list[int], top: int | No
         startup: int = HVI_STARTUP) -> dict:
     """One search of ``variant`` on search seed ``seed``, as ``bench/search_quality.py`` runs ``hybrid:hvi``
     (one worker; ``pre``: every setting's scored sub-front): its share of the truth at each budget (settings
-    trained), and, with ``top`` (a setting's index), whether it was trained within each budget."""
-    trace = sq._run_hvi(t, f"hvi-s{startup}", seed, max(budgets), 1, configure=configure(t, variant, seed),
+    trained), and, with ``top`` (a setting's index), whether it was trained within each budget; with one
+    training objective, the model's distance from the additive fit over all settings when it chose each
+    budget's setting (``model_rms``, and ``top_mean``: its mean for ``top``)."""
+    exp = sq.expected_training_values(t)
+    log: dict[int, tuple[float, float]] = {}
+    setup = configure(t, variant, seed)
+
+    def apply(sel) -> None:
+        setup(sel)
+        predict = sel.model.predict
+
+        def traced(rows, y):
+            mu, sd = predict(rows, y)
+            if exp.shape[1] == 1:  # the settings trained so far: this prediction chooses setting len(rows) + 1
+                log[len(rows) + 1] = (float(np.sqrt(np.mean((mu - exp[:, 0]) ** 2))),
+                                      float(mu[top]) if top is not None else float("nan"))
+            return mu, sd
+        sel.model.predict = traced
+
+    trace = sq._run_hvi(t, f"hvi-s{startup}", seed, max(budgets), 1, configure=apply,
                         points=lambda i: pre[i])["trace"]
     rows = sq.curve(t, trace, hybrid=True)
     out = {"share": {r["runs"]: r["share"] for r in rows if r["runs"] in budgets}}
     if top is not None:
         order = [r["setting"] for r in rows]
         out["trained_top"] = {b: top in order[:b] for b in budgets}
+    if log:
+        out["model_rms"] = {b: log[b][0] for b in budgets if b in log}
+        out["top_mean"] = {b: log[b][1] for b in budgets if b in log}
     return out
 
 
@@ -186,6 +238,10 @@ def main() -> None:
                                "reached": int(np.isfinite(x).sum())}
             if top is not None:
                 r["trained_top"] = round(float(np.mean([runs[v][s]["trained_top"][b] for s in a.seeds])), 2)
+            for k in ("model_rms", "top_mean"):  # the model's distance from the fit over all settings
+                m = [runs[v][s][k][b] for s in a.seeds if b in runs[v][s].get(k, {})]
+                if m:
+                    r[k] = float(np.mean(m))
             if v != "shipped" and "shipped" in runs:
                 d = x - np.array([runs["shipped"][s]["share"].get(b, np.nan) for s in a.seeds])
                 r["diff_tune"] = float(np.mean(d[tune])) if tune.any() else None
@@ -199,10 +255,21 @@ def main() -> None:
             + (f" ({r['diff_tune']:+.3f} / {r['diff_check']:+.3f}, p={r['wilcoxon_p']:.3f})"
                if r.get("wilcoxon_p") is not None and None not in (r["diff_tune"], r["diff_check"]) else "")
             for b, r in row.items()))
+    if any("model_rms" in r for row in table.values() for r in row.values()):
+        sq.log("the accuracy model when it chose the setting of each budget, mean over the seeds: the rms "
+               "difference of every setting's predicted mean from the additive fit over all settings"
+               + (f", and its mean for the setting holding the most alone (the fit: {excl[0]['index']} at "
+                  f"{sq.expected_training_values(t)[excl[0]['index'], 0]:.2f})" if top is not None else "") + ":")
+        for v, row in table.items():
+            sq.log(f"  {v:8s} " + "  ".join(f"{b}: {r['model_rms']:.2f}" + (f" [{r['top_mean']:.2f}]"
+                                                                               if top is not None else "")
+                                            for b, r in row.items() if "model_rms" in r))
     if a.json:
         print(json.dumps({"truth_hv": t.hv, "surrogate_seeds": spec.seeds, "seeds": a.seeds,
                           "top_exclusive": excl[0] if excl else None, "variants": table,
-                          "per_seed": {v: {str(s): runs[v][s]["share"] for s in a.seeds} for v in a.variants}},
+                          "per_seed": {v: {str(s): runs[v][s]["share"] for s in a.seeds} for v in a.variants},
+                          "per_seed_model_rms": {v: {str(s): runs[v][s].get("model_rms", {}) for s in a.seeds}
+                                                 for v in a.variants}},
                          default=float))
 
 

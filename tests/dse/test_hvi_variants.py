@@ -60,7 +60,31 @@ def test_thompson_draws_vary_and_center_on_the_posterior_mean():
     assert np.abs(draws.mean(axis=0) - mean).max() < 0.1
 
 
-@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts"])
+def test_bma_is_the_shipped_model_when_one_scale_pair_holds_the_evidence(monkeypatch):
+    """Averaged over a grid of one (prior, noise) pair, the mixture is that pair's posterior: the shipped
+    model's with the same grid; over the full grid its mean lies within its pairs' means."""
+    from dse.search import hvi
+    from dse.search.hvi import AdditiveModel
+
+    hv = _bench()
+    settings = _settings()
+    X = one_hot(settings)
+    rng = np.random.default_rng(2)
+    y = np.array([s["a"] + (s["b"] == "y") for s in settings], dtype=float) + rng.normal(0, 0.5, len(settings))
+    rows = np.sort(rng.choice(len(settings), 12, replace=False))
+    monkeypatch.setattr(hvi, "_HVI_TAUS", (0.75,))
+    monkeypatch.setattr(hvi, "_HVI_SIGMAS", (0.35,))
+    mu0, sd0 = AdditiveModel(X).predict(rows, y[rows])
+    mu1, sd1 = hv.BmaModel(X, taus=(0.75,), sigmas=(0.35,)).predict(rows, y[rows])
+    assert np.allclose(mu0, mu1) and np.allclose(sd0, sd1)
+    full = hv.BmaModel(X)
+    mu, sd = full.predict(rows, y[rows])
+    means = np.array([hv.BmaModel(X, taus=(t,), sigmas=(s,)).predict(rows, y[rows])[0] for t, s in full.grid])
+    assert np.all(mu >= means.min(axis=0) - 1e-9) and np.all(mu <= means.max(axis=0) + 1e-9)
+    assert np.all(sd > 0)
+
+
+@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts", "bma"])
 def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, variant, monkeypatch):
     """With one random setting first, the second choice is the variant's model's (its predict is called),
     and the two settings of the tiny space make the exact front."""
@@ -68,7 +92,8 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
     from dse.search.hvi import AdditiveModel
     from dse.search.strategies.hybrid import points_before_training
 
-    cls = {"shipped": AdditiveModel, "known": hv.KnownModel, "ard": hv.ArdModel, "ard-ts": hv.ArdModel}[variant]
+    cls = {"shipped": AdditiveModel, "known": hv.KnownModel, "ard": hv.ArdModel, "ard-ts": hv.ArdModel,
+           "bma": hv.BmaModel}[variant]
     calls = []
     predict = cls.predict
 
@@ -84,6 +109,11 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
     assert calls == [1]
     assert 0 < out["share"][1] <= out["share"][2] == pytest.approx(1.0)
     assert set(out["trained_top"]) == {1, 2} and out["trained_top"][2]  # by 2 runs every setting is trained
+    # the model's distance from the fit over every setting, when it chose the second setting
+    exp = hv.sq.expected_training_values(t)[:, 0]
+    assert set(out["model_rms"]) == {2} and out["model_rms"][2] >= 0
+    if variant == "known":
+        assert out["model_rms"][2] == 0 and out["top_mean"][2] == exp[0]
 
 
 def test_known_is_the_additive_fit_over_every_setting(study_file):
