@@ -259,11 +259,15 @@ def record_budget(study: optuna.Study, trials: int, runs: int | None) -> None:
 
 def run_budget(spec: StudySpec, study: optuna.Study) -> StudySpec:
     """``spec`` with the budget the study's last run aimed at (its trials and, hybrid, its surrogate runs);
-    ``spec`` as it is for a study run before studies recorded it."""
+    ``spec`` as it is for a study run before studies recorded it, or when the file can no longer hold the
+    recorded budget (a run budget below a ``seeds_max`` raised since: the next run takes the file's anyway)."""
     b = study.user_attrs.get(BUDGET_ATTR)
     if not isinstance(b, dict):
         return spec
-    return spec.with_overrides(trials=b.get("trials"), runs=b.get("runs"))
+    try:
+        return spec.with_overrides(trials=b.get("trials"), runs=b.get("runs"))
+    except UsageError:
+        return spec
 
 
 def describe(spec: StudySpec) -> str:

@@ -373,6 +373,22 @@ def test_runs_on_the_command_line_overrides_the_file_and_reaches_the_workers(tmp
     assert "(run budget 3, spent)" in r.stdout and "the last run: runs 3 (the file: 7)" in r.stdout
 
 
+def test_status_falls_back_to_the_file_budget_when_the_recorded_one_no_longer_fits(tmp_path):
+    """A run budget recorded by `--runs 3` that a file now asking for 4 seeds per setting cannot hold: the
+    file's budget, not an error."""
+    from types import SimpleNamespace
+
+    from dse.search.study import BUDGET_ATTR, run_budget
+
+    spec = load_study(write_study(tmp_path, RUN_BUDGET)).with_overrides(seeds_max=4)
+    assert spec.runs == 7
+    ran = run_budget(spec, SimpleNamespace(user_attrs={BUDGET_ATTR: {"trials": 20, "runs": 3}}))
+    assert (ran.trials, ran.runs) == (spec.trials, 7)
+    ran = run_budget(spec, SimpleNamespace(user_attrs={BUDGET_ATTR: {"trials": 20, "runs": 5}}))
+    assert (ran.trials, ran.runs) == (20, 5)
+    assert run_budget(spec, SimpleNamespace(user_attrs={})) is spec
+
+
 def test_a_worker_waits_while_settings_claimed_elsewhere_hold_the_run_budget(tmp_path, monkeypatch):
     """A setting another (live) worker is training reserves seeds_max runs: with no room beside it, step()
     trains nothing, turns nothing away as fruitless, and says to go on (it waits); a new outer trial that
