@@ -121,9 +121,7 @@ class BmaModel(AdditiveModel):
             w /= w.sum()
         m1 = m2 = 0.0
         for (t, s), wk in zip(grid, w):
-            mean, cov = posterior(self.X[rows], yc, self._prior(t), s ** 2)
-            mu = self.X @ mean
-            var = np.einsum("ij,jk,ik->i", self.X, cov, self.X) + s ** 2
+            mu, var = self.predictive(rows, yc, t, s)
             m1, m2 = m1 + wk * mu, m2 + wk * (var + mu ** 2)
         return y.mean() + scale * m1, scale * np.sqrt(np.maximum(m2 - m1 ** 2, 0.0))
 

@@ -94,10 +94,14 @@ class AdditiveModel:
         if len(rows) >= HVI_MIN_FIT:
             tau, sigma = max(((t, s) for t in _HVI_TAUS for s in _HVI_SIGMAS),
                              key=lambda ts: self._log_evidence(rows, yc, *ts))
-        mean, cov = posterior(self.X[rows], yc, self._prior(tau), sigma ** 2)
-        mu = self.X @ mean
-        var = np.einsum("ij,jk,ik->i", self.X, cov, self.X) + sigma ** 2
+        mu, var = self.predictive(rows, yc, tau, sigma)
         return y.mean() + scale * mu, scale * np.sqrt(var)
+
+    def predictive(self, rows: np.ndarray, yc: np.ndarray, tau: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's predictive mean and variance (noise included) given the standardized values ``yc`` of
+        ``rows``, for the prior scale ``tau`` and the noise ``sigma`` (both in units of the values' spread)."""
+        mean, cov = posterior(self.X[rows], yc, self._prior(tau), sigma ** 2)
+        return self.X @ mean, np.einsum("ij,jk,ik->i", self.X, cov, self.X) + sigma ** 2
 
 
 class HviSelector:
