@@ -1,7 +1,7 @@
 """What limits the hybrid's ``hvi`` outer selection: its accuracy model, learned from the settings it trains.
 
     python bench/hvi_variants.py [--study studies/quickstart.toml] [--surrogate-seeds N] [--seeds 0 .. 9]
-        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma] [--jobs 2] [--json]
+        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1] [--jobs 2] [--json]
 
 On the exhaustive table of ``bench/search_quality.py --truth`` (the same cached truth: every training setting
 on fixed surrogate seeds, the whole hardware grid costed), the shipped :class:`dse.search.hvi.HviSelector` is
@@ -22,7 +22,11 @@ its trained sub-front enters), with its accuracy model swapped:
   an effect measured on two unlucky settings is sometimes drawn small, so it is tried again), the spread that
   of the noise alone;
 * ``bma``: the shipped model with its prior and noise scales averaged over their grid, each pair weighted by
-  its marginal likelihood (the predictive mixture's mean and variance), instead of the best pair taken.
+  its marginal likelihood (the predictive mixture's mean and variance), instead of the best pair taken;
+* ``kg`` and ``kg1``: the shipped model, the selection valuing what training a setting would teach (a
+  knowledge-gradient term: how much the best expected improvement of any setting is expected to rise once
+  the setting's value updates the model), weighed by the runs left before the largest budget (``kg``,
+  Ryzhov, Powell and Frazier's online knowledge gradient) or by one (``kg1``); see :func:`kg_next`.
 
 Prints, per variant and budget (surrogate runs = distinct settings trained), the mean ± sample std of the
 hypervolume share of the truth over the search seeds, the share of the seeds that trained the setting holding
@@ -43,6 +47,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import moocore
 import numpy as np
 from scipy.optimize import minimize
 
@@ -51,7 +56,11 @@ from dse.search.hvi import _HVI_SIGMAS, _HVI_TAUS, HVI_MIN_FIT, HVI_STARTUP, Add
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
 
-VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma")
+VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1")
+#: run when --variants is not given (kg's horizon is the largest budget; docs/search.md measures it to 50 runs)
+DEFAULT_VARIANTS = VARIANTS[:5]
+#: Gauss-Hermite nodes over the looked-ahead setting's outcome (``kg``)
+KG_NODES = 5
 #: the hyper-priors of ``ard``: log-normal, median (in units of the trained values' spread) and log-sd
 NOISE_PRIOR = (0.5, 0.5)
 SCALE_PRIOR = (0.5, 1.0)
@@ -126,6 +135,99 @@ class BmaModel(AdditiveModel):
         return y.mean() + scale * m1, scale * np.sqrt(np.maximum(m2 - m1 ** 2, 0.0))
 
 
+class KgModel(AdditiveModel):
+    """The shipped model, keeping its posterior covariance (``kg`` looks one setting ahead with it)."""
+
+    def predict(self, rows, y):
+        self.scale = standardized(y)[0]
+        return super().predict(rows, y)
+
+    def predictive(self, rows, yc, tau, sigma):
+        self.cov = posterior(self.X[rows], yc, self._prior(tau), sigma ** 2)[1]
+        return super().predictive(rows, yc, tau, sigma)
+
+
+def kg_next(sel, horizon: Callable[[int], float], trained, taken, front, rng):
+    """``HviSelector.next`` with a knowledge-gradient term (``kg``, one training objective): each candidate
+    ``c`` is valued by its expected hypervolume improvement (the shipped rule's, exactly: the improvement of a
+    setting's sub-front is piecewise linear in its accuracy value, its breakpoints the front's accuracy values,
+    so it is computed there once and interpolated) plus ``horizon(trained)`` times what training it would teach:
+    the expected rise of the best expected improvement of any setting once ``c``'s value updates the model
+    (its posterior mean and variance, ``c``'s outcome over ``KG_NODES`` Gauss-Hermite nodes; the front kept as
+    it is, and each setting's improvement taken over its widened predictive, as the shipped rule takes it).
+    Ryzhov, Powell and Frazier's online knowledge gradient (Operations Research 60(1), 2012) weighs it by the
+    remaining budget (``kg``); ``kg1`` by one (a two-step lookahead's information term). With a horizon of 0
+    it chooses exactly as the shipped rule (tests/dse/test_hvi_variants.py)."""
+    from dse.search.hvi import _HVI_NODES
+
+    free = np.array([i for i in range(len(sel.settings)) if i not in taken and i not in trained])
+    if not len(free):
+        return None
+    if len(trained) < sel.startup:
+        return int(rng.choice(free))
+    rows = np.array(sorted(trained))
+    y = np.array([trained[i][0] for i in rows], dtype=np.float64)
+    fin = np.isfinite(y)  # as the shipped rule: an infinite value says nothing of the knobs' effects
+    if not fin.any():
+        return int(rng.choice(free))
+    mu, sd = sel.model.predict(rows[fin], y[fin])
+    c = sel.training[0]
+    m = sel.sign[c] * mu  # minimised
+    f = np.asarray(front, dtype=np.float64).reshape(-1, len(sel.sign)) * sel.sign
+    f = f[(f < sel.ref).all(axis=1)]
+    if len(f):
+        f = f[moocore.is_nondominated(f)]
+    base = sel._hv(f)
+    z, w = np.polynomial.hermite_e.hermegauss(_HVI_NODES)
+    w = w / w.sum()
+    zl, wl = np.polynomial.hermite_e.hermegauss(KG_NODES)
+    wl = wl / wl.sum()
+    reach = (abs(zl).max() + sel.optimism * abs(z).max()) * sd.max() + 1.0
+    ref_c = sel.ref[c]
+    grid = np.unique(np.concatenate([[m.min() - reach], f[:, c][f[:, c] < ref_c], [ref_c]]))
+    H = np.zeros((len(free), len(grid)))
+    ok = np.ones(len(free), dtype=bool)
+    for n, i in enumerate(free):
+        p = sel.points(i)
+        if not len(p):
+            ok[n] = False
+            continue
+        for j, a in enumerate(grid[:-1]):  # the improvement only shrinks as the value worsens
+            q = p.copy()
+            q[:, c] = a
+            g = sel._hv(np.vstack([f, q])) - base
+            if not g > 0:
+                break
+            H[n, j] = g
+
+    def ehvi(mean, spread):  # mean, spread: (..., settings); the expectation over the widened predictive
+        a = np.clip(mean[..., None] + sel.optimism * spread[..., None] * z, grid[0], grid[-1])
+        j = np.clip(np.searchsorted(grid, a, side="right") - 1, 0, len(grid) - 2)
+        t = (a - grid[j]) / (grid[j + 1] - grid[j])
+        idx = np.arange(len(free)).reshape((1,) * (a.ndim - 2) + (len(free), 1))
+        val = H[idx, j] * (1 - t) + H[idx, j + 1] * t
+        return (val * w).sum(axis=-1)
+
+    now = np.where(ok, ehvi(m[free], sd[free]), -1.0)
+    value = now.copy()
+    h = horizon(len(trained))
+    if h > 0:
+        Xf = sel.model.X[free]
+        K = sel.model.scale ** 2 * Xf @ sel.model.cov @ Xf.T  # covariance of the settings' mean accuracy
+        v = sd[free] ** 2  # the outcome's variance (noise included)
+        shift = K / np.sqrt(v)[:, None]  # [candidate, setting]: a standard outcome moves the setting's mean so
+        after = np.sqrt(np.maximum(sd[free][None, :] ** 2 - K ** 2 / v[:, None], 1e-18))
+        best_now = now.max()
+        gain = np.zeros(len(free))
+        for zk, wk in zip(zl, wl):
+            e = ehvi(m[free][None, :] + shift * zk, after)
+            e[:, ~ok] = -1.0
+            gain += wk * e.max(axis=1)
+        value = np.where(ok, now + h * (gain - best_now), -1.0)
+    top = np.flatnonzero(value == value.max())
+    return int(free[top[0]] if len(top) == 1 else free[int(rng.choice(top))])
+
+
 def knob_groups(settings) -> np.ndarray:
     """The knob (1, 2, ...) of each column of ``dse.search.hvi.one_hot`` (0: the constant)."""
     g = [0]
@@ -134,7 +236,7 @@ def knob_groups(settings) -> np.ndarray:
     return np.array(g)
 
 
-def configure(t, variant: str, seed: int) -> Callable:
+def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
     """What ``variant`` changes in the shipped selector: its accuracy model (and, ``ard-ts``, its widening)."""
     def apply(sel) -> None:
         if variant == "known":
@@ -145,6 +247,13 @@ def configure(t, variant: str, seed: int) -> Callable:
             sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
         elif variant == "bma":
             sel.model = BmaModel(sel.model.X)
+        elif variant in ("kg", "kg1"):
+            sel.model = KgModel(sel.model.X)
+            end = horizon_runs
+
+            def horizon(n: int) -> float:  # kg: the runs left after this one (online KG); kg1: one
+                return 1.0 if variant == "kg1" else max(end - n - 1, 0)
+            sel.next = lambda *a: kg_next(sel, horizon, *a)
     return apply
 
 
@@ -157,7 +266,7 @@ def run(t, pre: list, variant: str, seed: int, budgets: list[int], top: int | No
     budget's setting (``model_rms``, and ``top_mean``: its mean for ``top``)."""
     exp = sq.expected_training_values(t)
     log: dict[int, tuple[float, float]] = {}
-    setup = configure(t, variant, seed)
+    setup = configure(t, variant, seed, max(budgets))
 
     def apply(sel) -> None:
         setup(sel)
@@ -190,7 +299,7 @@ def main() -> None:
     ap.add_argument("--surrogate-seeds", type=int, default=None, help="fixed surrogate seeds of the truth")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="search seeds")
     ap.add_argument("--budgets", type=int, nargs="+", default=[10, 25, 50, 100])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=VARIANTS)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="print one JSON object (the table goes to stderr)")
     a = ap.parse_args()
