@@ -47,11 +47,19 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-import moocore
 import numpy as np
 from scipy.optimize import minimize
 
-from dse.search.hvi import _HVI_SIGMAS, _HVI_TAUS, HVI_MIN_FIT, HVI_STARTUP, AdditiveModel, posterior, standardized
+from dse.search.hvi import (
+    _HVI_NODES,
+    _HVI_SIGMAS,
+    _HVI_TAUS,
+    HVI_MIN_FIT,
+    HVI_STARTUP,
+    AdditiveModel,
+    posterior,
+    standardized,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
@@ -158,8 +166,6 @@ def kg_next(sel, horizon: Callable[[int], float], trained, taken, front, rng):
     Ryzhov, Powell and Frazier's online knowledge gradient (Operations Research 60(1), 2012) weighs it by the
     remaining budget (``kg``); ``kg1`` by one (a two-step lookahead's information term). With a horizon of 0
     it chooses exactly as the shipped rule (tests/dse/test_hvi_variants.py)."""
-    from dse.search.hvi import _HVI_NODES
-
     free = np.array([i for i in range(len(sel.settings)) if i not in taken and i not in trained])
     if not len(free):
         return None
@@ -173,10 +179,7 @@ def kg_next(sel, horizon: Callable[[int], float], trained, taken, front, rng):
     mu, sd = sel.model.predict(rows[fin], y[fin])
     c = sel.training[0]
     m = sel.sign[c] * mu  # minimised
-    f = np.asarray(front, dtype=np.float64).reshape(-1, len(sel.sign)) * sel.sign
-    f = f[(f < sel.ref).all(axis=1)]
-    if len(f):
-        f = f[moocore.is_nondominated(f)]
+    f = sel.minimised_front(front)
     base = sel._hv(f)
     z, w = np.polynomial.hermite_e.hermegauss(_HVI_NODES)
     w = w / w.sum()
@@ -249,10 +252,9 @@ def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
             sel.model = BmaModel(sel.model.X)
         elif variant in ("kg", "kg1"):
             sel.model = KgModel(sel.model.X)
-            end = horizon_runs
 
             def horizon(n: int) -> float:  # kg: the runs left after this one (online KG); kg1: one
-                return 1.0 if variant == "kg1" else max(end - n - 1, 0)
+                return 1.0 if variant == "kg1" else max(horizon_runs - n - 1, 0)
             sel.next = lambda *a: kg_next(sel, horizon, *a)
     return apply
 

@@ -135,6 +135,13 @@ class HviSelector:
     def _hv(self, x: np.ndarray) -> float:
         return hypervolume_of(x, self._minimised, self.ref)
 
+    def minimised_front(self, front: np.ndarray) -> np.ndarray:
+        """The non-dominated points of ``front`` (objective values, study directions) that improve on the
+        reference point in every objective, every objective minimised (maximised ones negated)."""
+        f = np.asarray(front, dtype=np.float64).reshape(-1, len(self.sign)) * self.sign
+        f = f[(f < self.ref).all(axis=1)]
+        return f[moocore.is_nondominated(f)] if len(f) else f
+
     def next(self, trained: dict[int, Sequence[float]], taken: set[int], front: np.ndarray,
              rng: np.random.Generator) -> int | None:
         """The setting to train next, or None when every setting is trained or taken.
@@ -156,10 +163,7 @@ class HviSelector:
             if not ok.any():
                 return int(rng.choice(free))
             preds.append(self.model.predict(rows[ok], y[ok, c]))
-        f = np.asarray(front, dtype=np.float64).reshape(-1, len(self.sign)) * self.sign
-        f = f[(f < self.ref).all(axis=1)]
-        if len(f):
-            f = f[moocore.is_nondominated(f)]
+        f = self.minimised_front(front)
         base = self._hv(f)
         z, w = np.polynomial.hermite_e.hermegauss(_HVI_NODES) if self.training else (np.zeros(1), np.ones(1))
         w = w / w.sum()
