@@ -97,9 +97,13 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
     calls = []
     predict = cls.predict
 
+    means = []
+
     def counted(self, rows, y):
         calls.append(len(rows))
-        return predict(self, rows, y)
+        mu, sd = predict(self, rows, y)
+        means.append(mu)
+        return mu, sd
 
     monkeypatch.setattr(cls, "predict", counted)
     spec = load_study(study_file).with_overrides(front_size=1000)
@@ -112,6 +116,9 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
     # the model's distance from the fit over every setting, when it chose the second setting
     exp = hv.sq.expected_training_values(t)[:, 0]
     assert set(out["model_rms"]) == {2} and out["model_rms"][2] >= 0
+    # what was logged is the distance of the prediction that chose the second setting (the one counted above)
+    assert out["model_rms"][2] == pytest.approx(np.sqrt(np.mean((means[0] - exp) ** 2)))
+    assert out["top_mean"][2] == pytest.approx(means[0][0])
     if variant == "known":
         assert out["model_rms"][2] == 0 and out["top_mean"][2] == exp[0]
 
