@@ -211,9 +211,10 @@ def guarded(url: str | None = None):
 
 
 # -- queued and orphaned trials ----------------------------------------------------------------------------
-def queue(study, params: dict, **user_attrs) -> None:
-    """Enqueue a trial with ``params``, marked as queued by this process (``queued_by``)."""
-    study.enqueue_trial(params, user_attrs={**user_attrs, "queued_by": owner()}, skip_if_exists=False)
+def queue(study, params: dict, *, by: str | None = None, **user_attrs) -> None:
+    """Enqueue a trial with ``params``, marked as queued by this process (``queued_by``: ``by``, by default
+    :func:`owner`)."""
+    study.enqueue_trial(params, user_attrs={**user_attrs, "queued_by": by or owner()}, skip_if_exists=False)
 
 
 def _fail(study, t, reason: str) -> bool:

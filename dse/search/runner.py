@@ -246,7 +246,8 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
 
     try:
         with guarded(url) as guard:  # SIGINT/SIGTERM stop the run between Optuna's bookkeeping steps
-            guard.watch(study)
+            for queued in (study, *strat.queues()):
+                guard.watch(queued)
             strat.guard = guard
             recovered = time.monotonic()
             while timeout is None or time.monotonic() - t0 < timeout:

@@ -187,3 +187,100 @@ def test_equal_trained_values_and_an_infinite_front_do_not_mislead_the_model():
                       startup=1)
     got = sel.next({0: [1.0]}, {0}, np.array([[0.0, np.inf]]), np.random.default_rng(0))
     assert got is not None and got != 0
+
+
+def _two_workers(study_file, sampler):
+    """Two hybrid workers on one storage, in this process (``b`` marked as another process)."""
+    import dse.search.strategies.hybrid as hybrid
+    from dse.search.runguard import Guard
+    from dse.search.runner import Runner
+    from dse.search.study import storage_url
+
+    spec = _hybrid(study_file, sampler=sampler, trials=1000, startup_trials=2)
+    url = storage_url(spec, None)
+    workers = []
+    for w in (0, 1):
+        runner = Runner(spec, open_study(spec, url, create=True), url, spec.trials, w, None)
+        workers.append(hybrid.Hybrid(spec, runner))
+        workers[-1].guard = Guard()  # what the runner gives each worker's strategy
+    workers[1].me = "elsewhere:1:0"
+    return workers
+
+
+@pytest.mark.parametrize("sampler", ["hvi", "grid"])
+def test_a_worker_whose_queued_setting_another_takes_still_trains_a_chosen_one(study_file, sampler):
+    """The race of two workers: A queues its choice, and before A's trial takes it, B steps. B does not take
+    A's queued setting as its own choice: it chooses and queues one of its own, so each trains a setting the
+    strategy chose (B A's, the oldest queued; A B's), none one the outer sampler drew."""
+    a, b = _two_workers(study_file, sampler)
+    queued, stepped = [], []
+    real = a.outer.enqueue_trial
+
+    def enqueue_then_b_steps(params, **kw):
+        real(params, **kw)
+        queued.append(params)
+        if not stepped:
+            stepped.append(True)
+            assert b.step()  # B, in the window between A's queueing and A's trial
+
+    a.outer.enqueue_trial = enqueue_then_b_steps
+    b_real = b.outer.enqueue_trial
+
+    def b_enqueue(params, **kw):
+        b_real(params, **kw)
+        queued.append(params)
+
+    b.outer.enqueue_trial = b_enqueue
+    assert a.step()
+    trials = a.outer.get_trials()
+    trained = [t.params for t in trials if t.user_attrs.get("trained")]
+    assert len(trained) == 2 and trained[0] != trained[1]
+    assert sorted(map(str, trained)) == sorted(map(str, queued))  # only settings the strategy chose
+    assert [t.user_attrs["queued_by"] for t in trials] == [a.me, b.me]
+    assert not a.lost and not b.lost
+
+
+def test_a_worker_left_no_queued_setting_trains_nothing_and_chooses_again(study_file):
+    """Should another process take the setting a worker queued (an older dse, a retry's bookkeeping), the
+    worker's trial finds none left: the outer sampler's proposal is not trained; the trial is pruned with its
+    reason, not counted as fruitless, and the next step chooses and trains a setting."""
+    a, _ = _two_workers(study_file, "hvi")
+    thief = optuna.load_study(study_name=a.outer.study_name, storage=a.outer._storage)
+    real = a.outer.enqueue_trial
+    stolen = []
+
+    def enqueue_then_taken(params, **kw):
+        real(params, **kw)
+        if not stolen:
+            stolen.append(thief.ask().number)  # pops the queued setting
+
+    a.outer.enqueue_trial = enqueue_then_taken
+    assert a.step() is True and a.lost and a.repeats == 0
+    mine = a.outer.get_trials()[-1]
+    assert mine.state.name == "PRUNED" and mine.params == {} and "trained" not in mine.user_attrs
+    assert "taken by another worker" in mine.user_attrs["fail_reason"]
+    assert a.step() is True and not a.lost
+    last = a.outer.get_trials()[-1]
+    assert last.user_attrs.get("trained") and last.user_attrs["queued_by"] == a.me
+    assert last.params != a.outer.get_trials()[stolen[0]].params  # the taken setting counts as taken
+
+
+def test_a_run_ending_fails_the_settings_its_worker_queued_and_did_not_train(study_file, monkeypatch):
+    """A queued choice left waiting when the run ends (its worker took an older queued setting instead) is
+    failed as interrupted, so it is neither counted as searched nor left in the queue: the run watches the
+    hybrid's outer study as it watches the main one."""
+    from dse.search import runguard
+    from dse.search.runguard import drop_queued
+
+    watched, real = [], runguard.Guard.watch
+    monkeypatch.setattr(runguard.Guard, "watch", lambda self, study: watched.append(study.study_name)
+                        or real(self, study))
+    spec = _hybrid(study_file, sampler="hvi", trials=1000, startup_trials=2)
+    assert run(spec)["surrogate_runs"] == 6
+    assert watched == [spec.name, f"{spec.name}.training"]
+    a, _ = _two_workers(study_file, "hvi")
+    a.outer.enqueue_trial({n: k.values()[0] for n, k in a.train_knobs},
+                          user_attrs={"queued_by": a.me}, skip_if_exists=False)
+    assert drop_queued(a.outer) == 1
+    t = a.outer.get_trials()[-1]
+    assert t.state.name == "FAIL" and t.user_attrs["fail_reason"].startswith("interrupted")

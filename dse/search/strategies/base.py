@@ -86,6 +86,12 @@ class Strategy:
         #: inside ``self.guard.raising()``
         self.guard = None
 
+    def queues(self) -> list:
+        """The Optuna studies beside the main one that this strategy queues trials in: the WAITING trials this
+        process queued there are failed when its run ends (``dse.search.runguard.drop_queued``), as the main
+        study's are."""
+        return []
+
     def step(self) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 

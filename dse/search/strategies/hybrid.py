@@ -50,7 +50,7 @@ from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
 from dse.search.hvi import HVI_MAX_SETTINGS, HVI_STARTUP, HviSelector
 from dse.search.replication import race, start_seeds
-from dse.search.runguard import INTERRUPTED, derive_seed, owner
+from dse.search.runguard import INTERRUPTED, derive_seed, owner, queue
 from dse.search.samplers import make_sampler
 from dse.search.strategies.base import Option, Strategy
 from models.surrogate import SurrogateConfig
@@ -395,11 +395,14 @@ class Hybrid(Strategy):
         self.grid_done = False  # sampler = "grid" or "hvi": every training setting of the grid has been searched
         self.requeued = False  # settings cut short by an earlier run queued again (once, at the first step)
         self.waited = False  # the last setting was turned away: settings claimed earlier held the run budget
+        #: sampler = "grid" or "hvi": the strategy chooses each setting and queues it, marked with ``me``
+        self.chooses = self.grid is not None or self.hvi is not None
+        self.me = owner()
+        self.lost = False  # the last trial found no queued setting left (another worker took this one's)
 
     # -- one step: one training setting ------------------------------------------------------------------
     def step(self) -> bool:
         import optuna
-        from optuna.trial import TrialState
 
         from dse.search.study import recover_dead_workers
 
@@ -417,21 +420,37 @@ class Hybrid(Strategy):
             if not fits(self.spec, used, busy):
                 time.sleep(WAIT_S)  # settings being trained elsewhere may leave room: wait for them
                 return True
-        chooses = self.grid is not None or self.hvi is not None
-        if chooses and not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if self.chooses and not self._queued_for_this_worker():
             todo = self._next_setting()
             if todo is None:
                 self.grid_done = True
                 return False  # every training setting of the grid has been searched
-            self.outer.enqueue_trial(todo)
+            # marked as this worker's: another worker that sees it waiting chooses and queues its own, so that
+            # each pops one queued setting (the oldest first) and no worker is left to the outer sampler
+            queue(self.outer, todo, by=self.me)
         self.entered = 0
-        self.waited = False
+        self.waited = self.lost = False
         self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        if self.lost:  # another worker took the queued setting first: nothing trained; choose again
+            return True
         if self.waited:  # turned away by the run budget: not a fruitless setting; look again shortly
             time.sleep(WAIT_S)
             return True
         self.repeats = 0 if self.entered else self.repeats + 1
         return self.repeats < MAX_REPEATS
+
+    def queues(self) -> list:
+        return [self.outer]
+
+    def _queued_for_this_worker(self) -> bool:
+        """Whether a training setting waits in the outer queue that this worker's next trial may take without
+        choosing one: one this worker queued (its earlier choice, or a setting cut short that it queued
+        again), or one queued by no one in particular (no ``queued_by``). A setting another worker queued is
+        that worker's to take."""
+        from optuna.trial import TrialState
+
+        return any(t.user_attrs.get("queued_by") in (None, self.me)
+                   for t in self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def _next_setting(self) -> dict | None:
         """The training setting the strategy chooses itself (``sampler = "grid"``: the next of the seeded order;
@@ -470,14 +489,13 @@ class Hybrid(Strategy):
         taken since: a resumed run finishes it from the seeds the cache holds, instead of leaving those runs
         counted with no point entered (a sampler seldom proposes one setting twice). A dead worker's setting is
         not marked: the dead-worker recovery (or Optuna's heartbeat) queues its retry."""
-        from dse.search.runguard import queue
 
         trials = self.outer.get_trials(deepcopy=False)
         taken = taken_settings(trials)
         for t in trials:
             if (t.state.name == "FAIL" and t.user_attrs.get("cut_short") and not t.user_attrs.get("fail_reason")
                     and _key(t.params) not in taken):
-                queue(self.outer, t.params, retry_of=t.number)
+                queue(self.outer, t.params, by=self.me, retry_of=t.number)
                 taken.add(_key(t.params))
 
     def _settled_claims(self, number: int) -> list:
@@ -505,6 +523,14 @@ class Hybrid(Strategy):
 
         spec, runner = self.spec, self.runner
         ot.set_user_attr("worker", owner())
+        if self.chooses and "queued_by" not in ot.user_attrs:
+            # no queued setting was left for this trial (another worker took the one this worker queued): the
+            # outer sampler would propose a setting here, which this strategy does not search; nothing is
+            # trained, and step() chooses again
+            self.lost = True
+            ot.set_user_attr("fail_reason", "the setting this worker queued was taken by another worker first; "
+                             "it chose again")
+            raise optuna.TrialPruned("queued setting taken by another worker")
         tparams = {n: suggest(ot, n, k) for n, k in self.train_knobs}
         same = [t for t in self._settled_claims(ot.number) if t.number != ot.number and t.params == tparams]
         done = [t for t in same if t.state == TrialState.COMPLETE]
@@ -714,7 +740,7 @@ def taken_settings(trials) -> set:
     ("interrupted: ...")."""
     from optuna.trial import TrialState
 
-    return {_key(t.params) for t in trials
+    return {_key(t.params or t.system_attrs.get("fixed_params", {})) for t in trials  # WAITING: queued params
             if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
             or (t.state == TrialState.FAIL and t.user_attrs.get("fail_reason")
                 and not t.user_attrs["fail_reason"].startswith(INTERRUPTED))}
