@@ -284,3 +284,30 @@ def test_a_run_ending_fails_the_settings_its_worker_queued_and_did_not_train(stu
     assert drop_queued(a.outer) == 1
     t = a.outer.get_trials()[-1]
     assert t.state.name == "FAIL" and t.user_attrs["fail_reason"].startswith("interrupted")
+
+
+@pytest.mark.parametrize("sampler", ["hvi", "grid"])
+def test_a_choice_another_worker_queued_meanwhile_is_made_again(study_file, sampler):
+    """Two workers choosing from the same trained settings choose alike: while A chooses, B queues the setting
+    A is about to choose. A sees it taken and chooses again, so each setting is trained once and no trial of
+    either is turned away (none pruned as being trained elsewhere, none told an earlier result)."""
+    from dse.search.runguard import queue
+
+    a, b = _two_workers(study_file, sampler)
+    real, calls = a._choose, []
+
+    def b_queues_the_same(trials):
+        calls.append(1)
+        if len(calls) == 1:
+            same = b._next_setting()
+            queue(b.outer, same, by=b.me)
+            return same
+        return real(trials)
+
+    a._choose = b_queues_the_same
+    assert a.step() and b.step()
+    assert len(calls) == 2
+    trials = a.outer.get_trials()
+    trained = [str(t.params) for t in trials if t.user_attrs.get("trained")]
+    assert len(trained) == 2 == len(set(trained))
+    assert not [t for t in trials if t.state.name == "PRUNED" or "same_as" in t.user_attrs]

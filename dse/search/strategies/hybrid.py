@@ -75,6 +75,8 @@ MAX_REPEATS = 50
 WAIT_S = 0.5
 #: at most this long (seconds) a worker waits for an earlier claim's training knobs to be set before comparing
 CLAIM_WAIT_S = 10.0
+#: sampler = "grid" or "hvi": choices made again when another worker queued the chosen setting meanwhile
+CHOOSE_TRIES = 3
 
 
 
@@ -454,13 +456,27 @@ class Hybrid(Strategy):
 
     def _next_setting(self) -> dict | None:
         """The training setting the strategy chooses itself (``sampler = "grid"``: the next of the seeded order;
-        ``"hvi"``: :meth:`dse.search.hvi.HviSelector.next`), not one taken already (trained, being trained, or
-        failed with a reason of its own); None when every setting is taken."""
+        ``"hvi"``: :meth:`dse.search.hvi.HviSelector.next`), not one taken already (trained, being trained,
+        queued, or failed with a reason of its own); None when every setting is taken.
+
+        Choosing takes a moment (``hvi`` scores every setting, a few seconds the first time), and two workers
+        choosing from the same trained settings choose alike: a choice that another worker queued or took
+        meanwhile is made again on the new listing (up to :data:`CHOOSE_TRIES` times), instead of being queued
+        and then turned away as being trained elsewhere."""
+        trials = self.outer.get_trials(deepcopy=False)
+        for _ in range(CHOOSE_TRIES):
+            choice = self._choose(trials)
+            trials = self.outer.get_trials(deepcopy=False)
+            if choice is None or _key(choice) not in taken_settings(trials):
+                break
+        return choice
+
+    def _choose(self, trials) -> dict | None:
+        """:meth:`_next_setting` on one listing of the outer study's ``trials``."""
         from optuna.trial import TrialState
 
         from dse.search.study import load_points
 
-        trials = self.outer.get_trials(deepcopy=False)
         taken = taken_settings(trials)
         if self.grid is not None:
             return next((g for g in self.grid if _key(g) not in taken), None)
