@@ -224,6 +224,10 @@ def _fail(study, t, reason: str) -> bool:
 
     st = study._storage
     try:
+        # a WAITING trial is claimed first, as Optuna pops one: another process may have popped it since it
+        # was listed (and be running it), which this must not fail
+        if t.state == TrialState.WAITING and not st.set_trial_state_values(t._trial_id, TrialState.RUNNING):
+            return False
         st.set_trial_user_attr(t._trial_id, "fail_reason", reason)
         return st.set_trial_state_values(t._trial_id, TrialState.FAIL)
     except Exception:  # finished meanwhile

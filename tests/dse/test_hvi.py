@@ -311,3 +311,45 @@ def test_a_choice_another_worker_queued_meanwhile_is_made_again(study_file, samp
     trained = [str(t.params) for t in trials if t.user_attrs.get("trained")]
     assert len(trained) == 2 == len(set(trained))
     assert not [t for t in trials if t.state.name == "PRUNED" or "same_as" in t.user_attrs]
+
+
+def test_a_setting_queued_without_a_worker_mark_is_trained(study_file):
+    """A setting queued with no ``queued_by`` (a study an older dse queued) is any worker's to take: trained,
+    not pruned as lost."""
+    a, _ = _two_workers(study_file, "grid")
+    setting = {n: k.values()[0] for n, k in a.train_knobs}
+    a.outer.enqueue_trial(setting)
+    assert a.step() and not a.lost
+    t = a.outer.get_trials()[0]
+    assert t.user_attrs.get("trained") and t.params == setting
+
+
+def test_the_grid_does_not_end_while_its_last_setting_waits_queued_by_another_worker(study_file):
+    """The last untrained setting waits in the queue marked with a worker on another machine (Optuna's
+    heartbeat retry keeps the retried trial's ``queued_by``): it counts as taken, so nothing is left to
+    choose, yet the grid is not done until a trial has taken it."""
+    a, _ = _two_workers(study_file, "grid")
+    grid, last = list(a.grid), a.grid[-1]
+    a.grid = grid[:-1]
+    while a.step():
+        pass
+    a.grid, a.grid_done = grid, False
+    a.outer.enqueue_trial(last, user_attrs={"queued_by": "otherhost:4242:1"})
+    assert a.step() and not a.grid_done
+    assert last in [t.params for t in a.outer.get_trials() if t.user_attrs.get("trained")]
+    assert a.step() is False and a.grid_done
+
+
+def test_failing_a_queued_trial_another_process_took_meanwhile_leaves_it_running(tmp_path):
+    """drop_queued lists the waiting trials, then fails them; one popped by another process in between is
+    being run there and is left alone (claimed first, as Optuna pops one)."""
+    from dse.search.runguard import _fail
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}")
+    study.enqueue_trial({"x": 1.0})
+    listed = study.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
+    other = optuna.load_study(study_name=study.study_name, storage=study._storage).ask()  # pops it
+    assert other.number == listed.number
+    assert _fail(study, listed, "interrupted: test") is False
+    t = study.get_trials()[0]
+    assert t.state.name == "RUNNING" and "fail_reason" not in t.user_attrs

@@ -4,11 +4,12 @@
 * :mod:`.hybrid`: Optuna samples the training knobs, the vectorized hardware model searches the hardware; one
   trained setting and its sub-front per step.
 
-**Adding a strategy**: subclass :class:`~dse.search.strategies.base.Strategy` in a new module here (declare
-its ``name``, its ``[study]`` ``options`` and, if it needs them, ``validate``, ``helper_studies``,
-``importance_points``), add it to :data:`STRATEGIES` below, and write its tests. The study file's
-``strategy`` choices, its options, ``dse run --strategy``, the workers and the plots read this table. A
-strategy module imports Optuna inside its methods, so that a study file is validated without importing it.
+**Adding a strategy**: subclass :class:`~dse.search.strategies.base.Strategy` in a new module here (declare its
+``name``, its ``[study]`` ``options`` and, if it needs them, ``validate``, ``helper_studies``,
+``importance_points``; ``queues`` if it queues trials in its helper studies), add it to :data:`STRATEGIES`
+below, and write its tests. The study file's ``strategy`` choices, its options, ``dse run --strategy``, the
+workers and the plots read this table. A strategy module imports Optuna inside its methods, so that a study file
+is validated without importing it.
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ it:
 
 At run time ``__init__(spec, runner)`` (the runner: the open main study, its budget, the storage URL),
 ``step()`` (one unit of work; False when nothing is left to propose), ``figures()`` (extra figures for the
-run's result) and ``close(interrupted)``. ``step`` must enter at most ``runner.remaining()`` trials and, for an
-exact budget under several workers, check each new trial with ``runner.admit``.
+run's result), ``queues()`` (the helper studies it queues trials in: the ones this process queued and did not
+start are failed when the run ends) and ``close(interrupted)``. ``step`` must enter at most
+``runner.remaining()`` trials and, for an exact budget under several workers, check each new trial with
+``runner.admit``.
 
 This module is a leaf: strategies import it, and it imports nothing of Optuna.
 """

@@ -405,6 +405,7 @@ class Hybrid(Strategy):
     # -- one step: one training setting ------------------------------------------------------------------
     def step(self) -> bool:
         import optuna
+        from optuna.trial import TrialState
 
         from dse.search.study import recover_dead_workers
 
@@ -424,12 +425,15 @@ class Hybrid(Strategy):
                 return True
         if self.chooses and not self._queued_for_this_worker():
             todo = self._next_setting()
-            if todo is None:
+            if todo is not None:
+                # marked as this worker's: another worker that sees it waiting chooses and queues its own, so
+                # that each pops one queued setting (the oldest first) and none is left to the outer sampler
+                queue(self.outer, todo, by=self.me)
+            elif not self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
                 self.grid_done = True
                 return False  # every training setting of the grid has been searched
-            # marked as this worker's: another worker that sees it waiting chooses and queues its own, so that
-            # each pops one queued setting (the oldest first) and no worker is left to the outer sampler
-            queue(self.outer, todo, by=self.me)
+            # else the last settings wait in the queue, queued by another worker (on another machine, perhaps
+            # dead; Optuna's heartbeat retry keeps the queued_by of the trial it retries): this trial takes one
         self.entered = 0
         self.waited = self.lost = False
         self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
@@ -539,10 +543,10 @@ class Hybrid(Strategy):
 
         spec, runner = self.spec, self.runner
         ot.set_user_attr("worker", owner())
-        if self.chooses and "queued_by" not in ot.user_attrs:
-            # no queued setting was left for this trial (another worker took the one this worker queued): the
-            # outer sampler would propose a setting here, which this strategy does not search; nothing is
-            # trained, and step() chooses again
+        if self.chooses and "fixed_params" not in self.outer._storage.get_trial_system_attrs(ot._trial_id):
+            # not popped from the queue: no queued setting was left for this trial (another worker took the one
+            # this worker queued); the outer sampler would propose a setting here, which this strategy does not
+            # search. Nothing is trained, and step() chooses again
             self.lost = True
             ot.set_user_attr("fail_reason", "the setting this worker queued was taken by another worker first; "
                              "it chose again")
@@ -756,7 +760,8 @@ def taken_settings(trials) -> set:
     ("interrupted: ...")."""
     from optuna.trial import TrialState
 
-    return {_key(t.params or t.system_attrs.get("fixed_params", {})) for t in trials  # WAITING: queued params
+    # a queued trial's setting is its fixed_params (WAITING: no params yet; RUNNING: perhaps some of them)
+    return {_key(t.system_attrs.get("fixed_params") or t.params) for t in trials
             if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
             or (t.state == TrialState.FAIL and t.user_attrs.get("fail_reason")
                 and not t.user_attrs["fail_reason"].startswith(INTERRUPTED))}
