@@ -1,7 +1,8 @@
 """What limits the hybrid's ``hvi`` outer selection: its accuracy model, learned from the settings it trains.
 
     python bench/hvi_variants.py [--study studies/quickstart.toml] [--surrogate-seeds N] [--seeds 0 .. 9]
-        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1] [--jobs 2] [--json]
+        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1] [--startup 6] [--jobs 2]
+        [--json]
 
 On the exhaustive table of ``bench/search_quality.py --truth`` (the same cached truth: every training setting
 on fixed surrogate seeds, the whole hardware grid costed), the shipped :class:`dse.search.hvi.HviSelector` is
@@ -302,6 +303,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(10)), help="search seeds")
     ap.add_argument("--budgets", type=int, nargs="+", default=[10, 25, 50, 100])
     ap.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=VARIANTS)
+    ap.add_argument("--startup", type=int, default=HVI_STARTUP,
+                    help=f"settings drawn at random before the model chooses (shipped: {HVI_STARTUP})")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="print one JSON object (the table goes to stderr)")
     a = ap.parse_args()
@@ -318,6 +321,8 @@ def main() -> None:
             spec = spec.with_overrides(seeds=a.surrogate_seeds)
         spec = spec.with_overrides(seeds_max=spec.seeds)
         spec.with_overrides(strategy="hybrid", sampler="hvi")  # refuses a space hvi does not apply to
+        if a.startup < 1:
+            raise UsageError(f"--startup: {a.startup}; at least 1 (the first setting is always drawn at random)")
         if "known" in a.variants and len(training_columns(spec)) != 1:
             raise UsageError(f"--variants: known models one training objective; {a.study} has "
                              f"{len(training_columns(spec))}")
@@ -330,13 +335,14 @@ def main() -> None:
     excl = sq.ceiling(t, a.budgets)["exclusive"]
     top = excl[0]["index"] if excl else None
     jobs = [(v, s) for v in a.variants for s in a.seeds]
-    res = Parallel(n_jobs=a.jobs, backend="loky")(delayed(run)(t, pre, v, s, a.budgets, top) for v, s in jobs)
+    res = Parallel(n_jobs=a.jobs, backend="loky")(delayed(run)(t, pre, v, s, a.budgets, top, a.startup)
+                                                  for v, s in jobs)
     runs = {v: {s: r for (vv, s), r in zip(jobs, res) if vv == v} for v in a.variants}
     tune = np.array(a.seeds) < 5  # tuned on seeds 0-4, checked on the others
-    sq.log(f"hvi with each accuracy model, share of the truth ({t.hv:.6g}; surrogate seeds "
-           f"{spec.seeds}), mean ± sample std over search seeds {a.seeds}; paired difference from shipped on "
-           "the seeds below 5 and on the others, one-sided Wilcoxon p over all; in brackets the share of the "
-           "seeds that trained the setting holding the most hypervolume alone:")
+    sq.log(f"hvi with each accuracy model, share of the truth ({t.hv:.6g}; surrogate seeds {spec.seeds}; "
+           f"{a.startup} settings at random first), mean ± sample std over search seeds {a.seeds}; paired "
+           "difference from shipped on the seeds below 5 and on the others, one-sided Wilcoxon p over all; in "
+           "brackets the share of the seeds that trained the setting holding the most hypervolume alone:")
     table = {}
     for v in a.variants:
         row = {}

@@ -181,3 +181,16 @@ def test_kg_without_a_horizon_chooses_as_the_shipped_rule():
         assert looked[:3] == shipped[:3] and len(set(looked)) == 14
         differs.append(looked != shipped)
     assert any(differs)
+
+
+def test_a_startup_below_one_is_refused_in_one_line(monkeypatch, capsys):
+    import sys
+
+    hv = _bench()
+    monkeypatch.setattr(sys, "argv", ["hvi_variants.py", "--study", str(ROOT / "studies" / "quickstart.toml"),
+                                      "--startup", "0"])
+    with pytest.raises(SystemExit) as e:
+        hv.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.strip() == ("hvi_variants: error: --startup: 0; at least 1 (the first setting "
+                                                 "is always drawn at random)")
