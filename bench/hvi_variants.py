@@ -1,8 +1,8 @@
 """What limits the hybrid's ``hvi`` outer selection: its accuracy model, learned from the settings it trains.
 
     python bench/hvi_variants.py [--study studies/quickstart.toml] [--surrogate-seeds N] [--seeds 0 .. 9]
-        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1] [--startup 6] [--jobs 2]
-        [--json]
+        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1 fit50 fit100] [--startup 6]
+        [--jobs 2] [--json]
 
 On the exhaustive table of ``bench/search_quality.py --truth`` (the same cached truth: every training setting
 on fixed surrogate seeds, the whole hardware grid costed), the shipped :class:`dse.search.hvi.HviSelector` is
@@ -15,6 +15,10 @@ its trained sub-front enters), with its accuracy model swapped:
   ``HVI_OPTIMISM``, as the shipped rule widens its own; one training objective only): the same selection
   rule, with nothing left to learn but the seed's luck. The gap between ``shipped`` and ``known``
   is what learning the model from the trained settings costs;
+* ``fit50`` and ``fit100``: as ``known``, the means those of the shipped model fitted in advance on 50 (100)
+  settings drawn at random (their trained values, outside the budget; the draw seeded by the search seed):
+  what the selection reaches when it is given, free, as much (twice as much) information about the model as
+  its budget of 50 runs could buy, spent on learning alone;
 * ``ard``: one prior scale per knob (automatic relevance determination: a knob that does not move the
   accuracy is shrunk to nothing), the scales and the noise by their marginal likelihood under log-normal
   hyper-priors (centred on half the trained values' spread, so a handful of settings cannot fit the noise
@@ -65,11 +69,13 @@ from dse.search.hvi import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
 
-VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1")
+VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100")
 #: run when --variants is not given (kg's horizon is the largest budget; docs/search.md measures it to 50 runs)
 DEFAULT_VARIANTS = VARIANTS[:5]
 #: Gauss-Hermite nodes over the looked-ahead setting's outcome (``kg``)
 KG_NODES = 5
+#: ``fit50``/``fit100``: the random draw of the settings the model is fitted on is seeded by this plus the search seed
+FIT_SEED = 10_000
 #: the hyper-priors of ``ard``: log-normal, median (in units of the trained values' spread) and log-sd
 NOISE_PRIOR = (0.5, 0.5)
 SCALE_PRIOR = (0.5, 1.0)
@@ -246,6 +252,13 @@ def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
         if variant == "known":
             exp = sq.expected_training_values(t)
             sel.model = KnownModel(exp[:, 0], float(sq.residual_std(t, exp)[0]))
+        elif variant in ("fit50", "fit100"):
+            exp = sq.expected_training_values(t)
+            y = t.values[:, 0][:, sq._training_columns(t)[0]]  # every setting's trained value
+            ok = np.flatnonzero(t.possible)
+            rows = np.random.default_rng(FIT_SEED + seed).choice(ok, min(int(variant[3:]), len(ok)), replace=False)
+            sel.model = KnownModel(AdditiveModel(sel.model.X).predict(rows, y[rows])[0],
+                                   float(sq.residual_std(t, exp)[0]))
         elif variant in ("ard", "ard-ts"):
             sel.model = ArdModel(sel.model.X, knob_groups(t.settings), thompson=variant == "ard-ts", seed=seed)
             sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
@@ -323,8 +336,8 @@ def main() -> None:
         spec.with_overrides(strategy="hybrid", sampler="hvi")  # refuses a space hvi does not apply to
         if a.startup < 1:
             raise UsageError(f"--startup: {a.startup}; at least 1 (the first setting is always drawn at random)")
-        if "known" in a.variants and len(training_columns(spec)) != 1:
-            raise UsageError(f"--variants: known models one training objective; {a.study} has "
+        if {"known", "fit50", "fit100"} & set(a.variants) and len(training_columns(spec)) != 1:
+            raise UsageError(f"--variants: known, fit50 and fit100 model one training objective; {a.study} has "
                              f"{len(training_columns(spec))}")
     except UsageError as e:
         print(f"hvi_variants: error: {e}", file=sys.stderr)

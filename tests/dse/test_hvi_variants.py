@@ -84,7 +84,7 @@ def test_bma_is_the_shipped_model_when_one_scale_pair_holds_the_evidence(monkeyp
     assert np.all(sd > 0)
 
 
-@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1"])
+@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100"])
 def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, variant, monkeypatch):
     """With one random setting first, the second choice is the variant's model's (its predict is called),
     and the two settings of the tiny space make the exact front."""
@@ -93,7 +93,8 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
     from dse.search.strategies.hybrid import points_before_training
 
     cls = {"shipped": AdditiveModel, "known": hv.KnownModel, "ard": hv.ArdModel, "ard-ts": hv.ArdModel,
-           "bma": hv.BmaModel, "kg": hv.KgModel, "kg1": hv.KgModel}[variant]
+           "bma": hv.BmaModel, "kg": hv.KgModel, "kg1": hv.KgModel, "fit50": hv.KnownModel,
+           "fit100": hv.KnownModel}[variant]
     calls = []
     predict = cls.predict
 
@@ -194,3 +195,24 @@ def test_a_startup_below_one_is_refused_in_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.strip() == ("hvi_variants: error: --startup: 0; at least 1 (the first setting "
                                                  "is always drawn at random)")
+
+
+def test_fit_variants_use_the_shipped_model_fitted_on_a_seeded_random_draw(study_file):
+    """fit50 / fit100: the means of the shipped model fitted on that many settings drawn at random (all of
+    them when the space has fewer), the draw fixed by the search seed; the spread as known's."""
+    hv = _bench()
+    from dse.search.hvi import AdditiveModel, HviSelector
+
+    spec = load_study(study_file).with_overrides(front_size=1000)
+    t = hv.sq.Truth(spec, jobs=1)
+    models = []
+    for variant, seed in (("fit50", 0), ("fit50", 0), ("fit100", 3), ("known", 0)):
+        sel = HviSelector(t.settings, lambda i: np.zeros((0, len(spec.metrics))), spec.directions, t.ref, [0])
+        hv.configure(t, variant, seed)(sel)
+        models.append(sel.model)
+    y = t.values[:, 0][:, hv.sq._training_columns(t)[0]]
+    every = np.flatnonzero(t.possible)
+    fitted = AdditiveModel(one_hot(t.settings)).predict(every, y[every])[0]
+    assert np.allclose(models[0].mu, fitted) and np.allclose(models[2].mu, fitted)  # 2 settings: both drawn
+    assert np.array_equal(models[0].mu, models[1].mu)
+    assert np.array_equal(models[0].sd, models[3].sd)
