@@ -509,7 +509,6 @@ class Hybrid(Strategy):
         taken since: a resumed run finishes it from the seeds the cache holds, instead of leaving those runs
         counted with no point entered (a sampler seldom proposes one setting twice). A dead worker's setting is
         not marked: the dead-worker recovery (or Optuna's heartbeat) queues its retry."""
-
         trials = self.outer.get_trials(deepcopy=False)
         taken = taken_settings(trials)
         for t in trials:
