@@ -246,19 +246,23 @@ def knob_groups(settings) -> np.ndarray:
     return np.array(g)
 
 
+def fit_rows(t, n: int, seed: int) -> np.ndarray:
+    """``fit50``/``fit100``: the settings the model is fitted on, ``n`` possible ones (all, when fewer) drawn at
+    random, the draw seeded by the search ``seed``."""
+    ok = np.flatnonzero(t.possible)
+    return np.random.default_rng(FIT_SEED + seed).choice(ok, min(n, len(ok)), replace=False)
+
+
 def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
     """What ``variant`` changes in the shipped selector: its accuracy model (and, ``ard-ts``, its widening)."""
     def apply(sel) -> None:
-        if variant == "known":
+        if variant in ("known", "fit50", "fit100"):  # a fixed model, its spread the fit's residual
             exp = sq.expected_training_values(t)
-            sel.model = KnownModel(exp[:, 0], float(sq.residual_std(t, exp)[0]))
-        elif variant in ("fit50", "fit100"):
-            exp = sq.expected_training_values(t)
-            y = t.values[:, 0][:, sq._training_columns(t)[0]]  # every setting's trained value
-            ok = np.flatnonzero(t.possible)
-            rows = np.random.default_rng(FIT_SEED + seed).choice(ok, min(int(variant[3:]), len(ok)), replace=False)
-            sel.model = KnownModel(AdditiveModel(sel.model.X).predict(rows, y[rows])[0],
-                                   float(sq.residual_std(t, exp)[0]))
+            mean = exp[:, 0]
+            if variant != "known":
+                rows = fit_rows(t, int(variant[3:]), seed)
+                mean = AdditiveModel(sel.model.X).predict(rows, sq.training_values(t)[rows, 0])[0]
+            sel.model = KnownModel(mean, float(sq.residual_std(t, exp)[0]))
         elif variant in ("ard", "ard-ts"):
             sel.model = ArdModel(sel.model.X, knob_groups(t.settings), thompson=variant == "ard-ts", seed=seed)
             sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism

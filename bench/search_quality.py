@@ -231,24 +231,28 @@ def _nondominated(t: Truth, x: np.ndarray) -> np.ndarray:
     return x[moocore.is_nondominated(x, maximise=t.maxi)] if len(x) else x
 
 
+def training_values(t: Truth) -> np.ndarray:
+    """Every setting's trained training objectives, shape (settings, training objectives): they do not vary
+    over the hardware points."""
+    return t.values[:, 0][:, _training_columns(t)]
+
+
 def expected_training_values(t: Truth) -> np.ndarray:
     """Each setting's training objectives as the additive least-squares fit over every possible setting: a
     constant plus one effect per level of each training knob (one-hot levels). The residual is what the
     fixed surrogate seed adds to a setting (no knob explains it). Shape (settings, training objectives)."""
     from dse.search.hvi import one_hot
 
-    cols = _training_columns(t)
     X = one_hot(t.settings)
     ok = t.possible
-    y = t.values[ok, 0][:, cols]  # training metrics do not vary over the hardware points
-    w, *_ = np.linalg.lstsq(X[ok], y, rcond=None)
+    w, *_ = np.linalg.lstsq(X[ok], training_values(t)[ok], rcond=None)
     return X @ w
 
 
 def residual_std(t: Truth, exp: np.ndarray) -> np.ndarray:
     """The sample std, per training objective, of the possible settings' trained values about ``exp``
     (:func:`expected_training_values`): what the fixed surrogate seeds add to a setting."""
-    resid = t.values[t.possible, 0][:, _training_columns(t)] - exp[t.possible]
+    resid = training_values(t)[t.possible] - exp[t.possible]
     return resid.std(axis=0, ddof=1) if len(resid) > 1 else np.full(exp.shape[1], np.nan)
 
 

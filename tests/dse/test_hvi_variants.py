@@ -199,7 +199,8 @@ def test_a_startup_below_one_is_refused_in_one_line(monkeypatch, capsys):
 
 def test_fit_variants_use_the_shipped_model_fitted_on_a_seeded_random_draw(study_file):
     """fit50 / fit100: the means of the shipped model fitted on that many settings drawn at random (all of
-    them when the space has fewer), the draw fixed by the search seed; the spread as known's."""
+    them when the space has fewer), the draw fixed by the search seed and differing between seeds; the spread
+    as known's."""
     hv = _bench()
     from dse.search.hvi import AdditiveModel, HviSelector
 
@@ -210,8 +211,11 @@ def test_fit_variants_use_the_shipped_model_fitted_on_a_seeded_random_draw(study
         sel = HviSelector(t.settings, lambda i: np.zeros((0, len(spec.metrics))), spec.directions, t.ref, [0])
         hv.configure(t, variant, seed)(sel)
         models.append(sel.model)
-    y = t.values[:, 0][:, hv.sq._training_columns(t)[0]]
+    y = hv.sq.training_values(t)[:, 0]
     every = np.flatnonzero(t.possible)
+    draws = [tuple(hv.fit_rows(t, 1, seed)) for seed in range(10)]
+    assert draws == [tuple(hv.fit_rows(t, 1, seed)) for seed in range(10)] and len(set(draws)) == 2
+    assert sorted(hv.fit_rows(t, 50, 0)) == list(every)
     fitted = AdditiveModel(one_hot(t.settings)).predict(every, y[every])[0]
     assert np.allclose(models[0].mu, fitted) and np.allclose(models[2].mu, fitted)  # 2 settings: both drawn
     assert np.array_equal(models[0].mu, models[1].mu)
