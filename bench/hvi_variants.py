@@ -1,7 +1,7 @@
 """What limits the hybrid's ``hvi`` outer selection: its accuracy model, learned from the settings it trains.
 
     python bench/hvi_variants.py [--study studies/quickstart.toml] [--surrogate-seeds N] [--seeds 0 .. 9]
-        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1 fit50 fit100] [--startup 6]
+        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1 fit50 fit100 ord] [--startup 6]
         [--jobs 2] [--json]
 
 On the exhaustive table of ``bench/search_quality.py --truth`` (the same cached truth: every training setting
@@ -28,6 +28,10 @@ its trained sub-front enters), with its accuracy model swapped:
   of the noise alone;
 * ``bma``: the shipped model with its prior and noise scales averaged over their grid, each pair weighted by
   its marginal likelihood (the predictive mixture's mean and variance), instead of the best pair taken;
+* ``ord``: the shipped model with the effects of an ordered knob's levels correlated by the distance of their
+  ranks (a squared-exponential correlation, its length chosen with the prior and noise scales by marginal
+  likelihood among ``ORD_LENGTHS``): a level borrows from its neighbours; the shipped model when the length is
+  small;
 * ``kg`` and ``kg1``: the shipped model, the selection valuing what training a setting would teach (a
   knowledge-gradient term: how much the best expected improvement of any setting is expected to rise once
   the setting's value updates the model), weighed by the runs left before the largest budget (``kg``,
@@ -69,7 +73,7 @@ from dse.search.hvi import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
 
-VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100")
+VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100", "ord")
 #: run when --variants is not given (kg's horizon is the largest budget; docs/search.md measures it to 50 runs)
 DEFAULT_VARIANTS = VARIANTS[:5]
 #: Gauss-Hermite nodes over the looked-ahead setting's outcome (``kg``)
@@ -148,6 +152,58 @@ class BmaModel(AdditiveModel):
             mu, var = self.predictive(rows, yc, t, s)
             m1, m2 = m1 + wk * mu, m2 + wk * (var + mu ** 2)
         return y.mean() + scale * m1, scale * np.sqrt(np.maximum(m2 - m1 ** 2, 0.0))
+
+
+#: ``ord``: the correlation lengths of neighbouring levels' effects tried, in units of an ordered knob's range
+ORD_LENGTHS = (0.1, 0.3, 0.6, 1.2)
+
+
+class OrdModel(AdditiveModel):
+    """The shipped model with the effects of an ordered knob's levels correlated by their distance (module
+    docstring): in function space, the prior covariance of two settings' values is the constant's, plus
+    ``tau**2`` times, per knob, the correlation of their levels -- ``exp(-d**2 / 2 l**2)`` for an ordered knob
+    (``d``: the distance of the two levels' ranks over the knob's range, 0 to 1), 1 or 0 for a categorical
+    one. With ``l`` small every knob's levels are independent: the shipped model, exactly."""
+
+    def __init__(self, X: np.ndarray, settings, lengths=ORD_LENGTHS) -> None:
+        super().__init__(X)
+        self.S = {}
+        for ell in lengths:
+            S = np.zeros((len(settings), len(settings)))
+            for k in settings[0]:
+                vals = [s[k] for s in settings]
+                ordered = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+                levels = sorted(set(vals)) if ordered else sorted({repr(v) for v in vals})
+                rank = np.array([levels.index(v if ordered else repr(v)) for v in vals], dtype=np.float64)
+                if ordered and len(levels) > 1:
+                    d = (rank[:, None] - rank[None, :]) / (len(levels) - 1)
+                    S += np.exp(-0.5 * (d / ell) ** 2)
+                else:
+                    S += rank[:, None] == rank[None, :]
+            self.S[ell] = S
+        self.grid = [(t, s, ell) for t in _HVI_TAUS for s in _HVI_SIGMAS for ell in lengths]
+
+    def _K(self, tau, ell):
+        return 1e4 + tau ** 2 * self.S[ell]
+
+    def _evidence(self, rows, yc, tau, sigma, ell):
+        C = self._K(tau, ell)[np.ix_(rows, rows)] + sigma ** 2 * np.eye(len(rows))
+        L = np.linalg.cholesky(C)
+        a = np.linalg.solve(L, yc)
+        return -0.5 * float(a @ a) - float(np.log(np.diag(L)).sum())
+
+    def predict(self, rows, y):
+        scale, yc = standardized(y)
+        tau, sigma, ell = 1.0, 0.5, ORD_LENGTHS[1]
+        if len(rows) >= HVI_MIN_FIT:
+            tau, sigma, ell = max(self.grid, key=lambda g: self._evidence(rows, yc, *g))
+        self.hyper = (tau, sigma, ell)
+        K = self._K(tau, ell)
+        C = K[np.ix_(rows, rows)] + sigma ** 2 * np.eye(len(rows))
+        Ks = K[:, rows]
+        mu = Ks @ np.linalg.solve(C, yc)
+        var = np.diag(K) - np.einsum("ij,ji->i", Ks, np.linalg.solve(C, Ks.T)) + sigma ** 2
+        return y.mean() + scale * mu, scale * np.sqrt(np.maximum(var, 0.0))
 
 
 class KgModel(AdditiveModel):
@@ -268,6 +324,8 @@ def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
             sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
         elif variant == "bma":
             sel.model = BmaModel(sel.model.X)
+        elif variant == "ord":
+            sel.model = OrdModel(sel.model.X, t.settings)
         elif variant in ("kg", "kg1"):
             sel.model = KgModel(sel.model.X)
 

@@ -84,7 +84,36 @@ def test_bma_is_the_shipped_model_when_one_scale_pair_holds_the_evidence(monkeyp
     assert np.all(sd > 0)
 
 
-@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100"])
+def test_ord_with_short_lengths_is_the_shipped_model_and_longer_ones_borrow_between_neighbours():
+    """Function space against weight space: with a correlation length far below the levels' spacing the
+    ordinal model's predictive mean and spread are the shipped model's for the same scales; with a long one,
+    a level never trained (a = 3 between 2 and 4) is predicted near its neighbours' values, where the shipped
+    model can only give it the constant's."""
+    from dse.search.hvi import AdditiveModel
+
+    hv = _bench()
+    settings = _settings()
+    X = one_hot(settings)
+    rng = np.random.default_rng(4)
+    a_eff = {1: 0.0, 2: 1.0, 3: 2.0, 4: 3.0}
+    y = np.array([a_eff[s["a"]] for s in settings]) + rng.normal(0, 0.2, len(settings))
+    rows = np.sort(rng.choice(len(settings), 12, replace=False))
+    mu0, sd0 = AdditiveModel(X).predict(rows, y[rows])
+    mu1, sd1 = hv.OrdModel(X, settings, lengths=(1e-3,)).predict(rows, y[rows])
+    assert np.allclose(mu0, mu1, atol=1e-8) and np.allclose(sd0, sd1, atol=1e-8)
+    rows = np.array([i for i, s in enumerate(settings) if s["a"] != 3])
+    three = np.array([s["a"] == 3 for s in settings])
+    for m in (hv.OrdModel(X, settings, lengths=(1.0,)), AdditiveModel(X)):
+        mu, _ = m.predict(rows, y[rows])
+        err = np.abs(mu[three] - 2.0).mean()
+        if isinstance(m, hv.OrdModel):
+            assert err < 0.3, err
+        else:
+            assert err > 0.3, err  # the shipped model: the constant, about the values' mean (1.33)
+
+
+@pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100",
+                                     "ord"])
 def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, variant, monkeypatch):
     """With one random setting first, the second choice is the variant's model's (its predict is called),
     and the two settings of the tiny space make the exact front."""
@@ -94,7 +123,7 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
 
     cls = {"shipped": AdditiveModel, "known": hv.KnownModel, "ard": hv.ArdModel, "ard-ts": hv.ArdModel,
            "bma": hv.BmaModel, "kg": hv.KgModel, "kg1": hv.KgModel, "fit50": hv.KnownModel,
-           "fit100": hv.KnownModel}[variant]
+           "fit100": hv.KnownModel, "ord": hv.OrdModel}[variant]
     calls = []
     predict = cls.predict
 
