@@ -5,7 +5,8 @@ only, so every scheme setting reuses it), the configured scheme, and its three c
 ``null_momentum``, ``truncated``), each replaying the scheme's exact BP/GP step mask (a caller that needs
 no control figure names fewer: ``evaluate(..., controls=())``). Each run is cached
 as a small JSON file under ``cache_dir()/surrogate/v<N>/``, keyed by a hash of its knobs and seed; a cache
-hit reads five files per seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d).
+hit reads five files per seed and imports nothing heavy (no data set, no threadpoolctl, no mnist1d). A run
+another process is training (a study's other worker) is waited for and read, not trained twice.
 ``jobs=N`` trains the runs that are not cached in N processes (BP and the scheme first, each control once
 the scheme run whose mask it replays is done); every run is a deterministic function of its knobs and seed,
 so the figures are those of one process.
@@ -23,6 +24,7 @@ import math
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -259,22 +261,62 @@ def _knobs(cfg: SurrogateConfig, kind: str, replay_from) -> dict[str, Any]:
     return knobs
 
 
+@contextmanager
+def _training_lock(path: Path):
+    """Held while this process trains the run stored at ``path``: another process (a study's other worker)
+    missing the same run in the cache waits for it, then reads it, instead of training it a second time (at a
+    study's start every worker misses the same plain-BP run). An advisory ``flock`` on ``<run>.lock`` beside
+    the run, removed once the run is stored; nothing is locked where ``flock`` does not exist or the file
+    cannot be made (the run is then simply trained, as without the lock). Whoever takes the lock reads the
+    cache again first, so a lock file removed under a waiting process costs at most a second training."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows)
+        yield
+        return
+    lock = path.with_suffix(".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = lock.open("a")
+    except OSError:  # an unwritable cache: _store says so, with what to do
+        yield
+        return
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        try:
+            lock.unlink()
+        except OSError:
+            pass
+        fh.close()  # releases the lock
+
+
 def cached_run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=None):
     """One training run of ``kind`` (a registered scheme name) on ``seed``, from the cache if ``cache`` and
-    stored; ``replay_from``: for a control, the run whose BP/GP step mask it replays. Returns (run, hit)."""
+    stored; ``replay_from``: for a control, the run whose BP/GP step mask it replays. Returns (run, hit).
+    With ``cache``, a run another process is training is waited for and read (:func:`_training_lock`)."""
     knobs = _knobs(cfg, kind, replay_from)
     path = _path(kind, _key(kind, knobs, seed))
-    if cache:
-        hit = _load(path)
+    if not cache:
+        return _train(cfg, kind, seed, replay_from), False
+    hit = _load(path)
+    if hit is not None:
+        return hit, True
+    with _training_lock(path):
+        hit = _load(path)  # trained by another process while this one waited
         if hit is not None:
             return hit, True
+        out = _train(cfg, kind, seed, replay_from)
+        _store(path, out)
+    return out, False
+
+
+def _train(cfg: SurrogateConfig, kind: str, seed: int, replay_from) -> dict[str, Any]:
     from models.surrogate.train import phases_to_mask, train_run
 
     replay = phases_to_mask(replay_from["phases"]) if replay_from is not None else None
-    out = train_run(cfg, kind, seed, replay=replay)
-    if cache:
-        _store(path, out)
-    return out, False
+    return train_run(cfg, kind, seed, replay=replay)
 
 
 def runs_per_seed(cfg: SurrogateConfig, controls: Sequence[str] = CONTROLS) -> int:

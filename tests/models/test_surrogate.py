@@ -374,6 +374,51 @@ def test_evaluate_result_keys_units_and_cache(tmp_path, monkeypatch):
     assert len(list((tmp_path / "surrogate").rglob("adagp/*.json"))) == 4
 
 
+def test_a_run_another_process_is_training_is_waited_for_and_read(tmp_path, monkeypatch):
+    """Two workers missing the same run: the second waits for the first's lock and reads what it stored,
+    instead of training it again; the lock file is gone afterwards. The "other process" is this test holding
+    the lock (flock locks conflict between separate opens of the file, threads or processes alike)."""
+    import fcntl
+    import threading
+
+    import models.surrogate.evaluation as E
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.4)
+    path = E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 0))
+    path.parent.mkdir(parents=True)
+    run = {"accuracy": 50.0, "diverged": False, "steps": 10, "warmup_steps": 1, "gp_fraction": 0.0, "phases": [],
+           "cos": None, "relerr": None, "epochs": 2, "network_params": 100, "predictor_params": 0, "wall_s": 0.1}
+    trained, missed = [], threading.Event()
+    load = E._load
+
+    def load_seen(p):
+        out = load(p)
+        if out is None:
+            missed.set()
+        return out
+
+    monkeypatch.setattr(E, "_load", load_seen)
+    monkeypatch.setattr(E, "_train", lambda *a: trained.append(a) or dict(run, accuracy=1.0))
+    other = path.with_suffix(".lock").open("a")
+    fcntl.flock(other, fcntl.LOCK_EX)  # the other worker, training the run
+    got = {}
+    worker = threading.Thread(target=lambda: got.update(out=E.cached_run(cfg, "bp", 0, True)))
+    worker.start()
+    assert missed.wait(60)  # this worker found the run missing while the other trained it
+    E._store(path, run)  # the other worker stores its run and lets go
+    fcntl.flock(other, fcntl.LOCK_UN)
+    other.close()
+    worker.join(60)
+    assert got["out"] == (run, True) and not trained
+    assert not path.with_suffix(".lock").exists()
+    # a run nobody else is training is trained and stored under the lock, which is then removed
+    out, hit = E.cached_run(cfg, "bp", 1, True)
+    assert not hit and len(trained) == 1 and out["accuracy"] == 1.0
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 1)).name])
+
+
 def test_scheme_bp_and_null_results():
     cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.5)
     bp = evaluate(cfg.replace(scheme="bp"), seeds=(0,)).to_dict()
