@@ -76,6 +76,9 @@ def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> s
         err.close()
         raise UsageError(f"--workers: could not start worker {index} ({e.strerror or e}); use fewer workers") \
             from None
+    except BaseException:  # anything else (a Ctrl-C while starting): the log file is not left open
+        err.close()
+        raise
     p.errlog = err  # type: ignore[attr-defined]
     return p
 
