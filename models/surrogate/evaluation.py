@@ -283,6 +283,10 @@ def _training_lock(path: Path):
         return
     try:
         fcntl.flock(fh, fcntl.LOCK_EX)
+    except BaseException:  # interrupted while waiting: the lock file is the holder's to remove
+        fh.close()
+        raise
+    try:
         yield
     finally:
         try:

@@ -417,6 +417,17 @@ def test_a_run_another_process_is_training_is_waited_for_and_read(tmp_path, monk
     assert not hit and len(trained) == 1 and out["accuracy"] == 1.0
     assert sorted(p.name for p in path.parent.iterdir()) == sorted(
         [path.name, E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 1)).name])
+    # interrupted while waiting (Ctrl-C): the holder's lock file is left to the holder
+    held = E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 2)).with_suffix(".lock")
+    held.touch()
+
+    def interrupted(fh, op):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fcntl, "flock", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        E.cached_run(cfg, "bp", 2, True)
+    assert held.exists() and len(trained) == 1
 
 
 def test_scheme_bp_and_null_results():
