@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -82,24 +83,29 @@ def _valid(entry: Any) -> bool:
 
 def _load(path: Path) -> Optional[dict[str, Any]]:
     """A cached run, or None: absent, unreadable, or damaged (not JSON, or not a run's shape: discarded, so
-    that the run is recomputed)."""
+    that the run is recomputed; only the file found damaged, not one another process stored since)."""
     try:
-        with path.open() as fh:
+        fh = path.open()
+    except OSError:
+        return None
+    with fh:
+        inode = os.fstat(fh.fileno()).st_ino
+        try:
             entry = json.load(fh)
-    except (OSError, ValueError):
-        entry = None
+        except (OSError, ValueError):
+            entry = None
     if entry is not None and _valid(entry):
         return entry
-    if path.is_file():
-        try:
+    try:
+        if os.stat(path).st_ino == inode:
             path.unlink()
-        except OSError:
-            pass
+    except OSError:
+        pass
     return None
 
 
 def _store(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("w") as fh:
@@ -261,31 +267,30 @@ def _knobs(cfg: SurrogateConfig, kind: str, replay_from) -> dict[str, Any]:
     return knobs
 
 
+#: the longest a process waits for another's training of the same run before it trains the run itself (seconds)
+LOCK_WAIT_S = 600.0
+_LOCK_POLL_S = 0.05
+
+
 @contextmanager
 def _training_lock(path: Path):
     """Held while this process trains the run stored at ``path``: another process (a study's other worker)
     missing the same run in the cache waits for it, then reads it, instead of training it a second time (at a
     study's start every worker misses the same plain-BP run). An advisory ``flock`` on ``<run>.lock`` beside
-    the run, removed once the run is stored; nothing is locked where ``flock`` does not exist or the file
-    cannot be made (the run is then simply trained, as without the lock). Whoever takes the lock reads the
-    cache again first, so a lock file removed under a waiting process costs at most a second training."""
+    the run, removed once the run is stored. No lock, the run simply trained as without one, where ``flock``
+    does not exist (Windows) or fails (a file system without locks), the lock file cannot be made, or another
+    process has held it for :data:`LOCK_WAIT_S` (hung or stopped). Whoever takes the lock reads the cache
+    again first."""
     try:
         import fcntl
-    except ImportError:  # no flock (Windows)
+    except ImportError:
         yield
         return
     lock = path.with_suffix(".lock")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = lock.open("a")
-    except OSError:  # an unwritable cache: _store says so, with what to do
+    fh = _acquire(lock, fcntl)
+    if fh is None:
         yield
         return
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-    except BaseException:  # interrupted while waiting: the lock file is the holder's to remove
-        fh.close()
-        raise
     try:
         yield
     finally:
@@ -294,6 +299,41 @@ def _training_lock(path: Path):
         except OSError:
             pass
         fh.close()  # releases the lock
+
+
+def _acquire(lock: Path, fcntl) -> Any:
+    """``lock`` opened and locked, or None (see :func:`_training_lock`). A lock taken on a file its holder
+    has meanwhile removed (the holder stored the run, or failed) is let go and taken again on the file now
+    at ``lock``, so that two processes never train under two files."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fh = lock.open("a")
+        except OSError:  # an unwritable cache: _store says so, with what to do
+            return None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        fh.close()
+                        return None
+                    time.sleep(_LOCK_POLL_S)
+        except OSError:  # no locks on this file system (ENOLCK, EOPNOTSUPP, ...)
+            fh.close()
+            return None
+        except BaseException:  # interrupted while waiting: the lock file is the holder's to remove
+            fh.close()
+            raise
+        try:
+            if os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino:
+                return fh
+        except OSError:  # removed by its holder
+            pass
+        fh.close()
 
 
 def cached_run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_from=None):

@@ -374,60 +374,163 @@ def test_evaluate_result_keys_units_and_cache(tmp_path, monkeypatch):
     assert len(list((tmp_path / "surrogate").rglob("adagp/*.json"))) == 4
 
 
-def test_a_run_another_process_is_training_is_waited_for_and_read(tmp_path, monkeypatch):
-    """Two workers missing the same run: the second waits for the first's lock and reads what it stored,
-    instead of training it again; the lock file is gone afterwards. The "other process" is this test holding
-    the lock (flock locks conflict between separate opens of the file, threads or processes alike)."""
+_RUN = {"accuracy": 50.0, "diverged": False, "steps": 10, "warmup_steps": 1, "gp_fraction": 0.0, "phases": [],
+        "cos": None, "relerr": None, "epochs": 2, "network_params": 100, "predictor_params": 0, "wall_s": 0.1}
+
+
+@pytest.fixture
+def lock_world(tmp_path, monkeypatch):
+    """The cache module with training replaced by a recorder (each call returns accuracy 1.0) and flock
+    watched: ``blocked`` is set when a process finds the lock held. ``path(seed)``: a run's cache file."""
     import fcntl
+    import os
     import threading
+    import types
 
     import models.surrogate.evaluation as E
 
     monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
     cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.4)
-    path = E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 0))
-    path.parent.mkdir(parents=True)
-    run = {"accuracy": 50.0, "diverged": False, "steps": 10, "warmup_steps": 1, "gp_fraction": 0.0, "phases": [],
-           "cos": None, "relerr": None, "epochs": 2, "network_params": 100, "predictor_params": 0, "wall_s": 0.1}
-    trained, missed = [], threading.Event()
-    load = E._load
+    w = types.SimpleNamespace(E=E, cfg=cfg, trained=[], blocked=threading.Event(), blocked_on=set(), fcntl=fcntl,
+                              path=lambda seed: E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), seed)))
+    flock = fcntl.flock
 
-    def load_seen(p):
-        out = load(p)
-        if out is None:
-            missed.set()
-        return out
+    def watched(fh, op):
+        try:
+            return flock(fh, op)
+        except BlockingIOError:
+            w.blocked_on.add(os.fstat(fh.fileno()).st_ino)
+            w.blocked.set()
+            raise
 
-    monkeypatch.setattr(E, "_load", load_seen)
-    monkeypatch.setattr(E, "_train", lambda *a: trained.append(a) or dict(run, accuracy=1.0))
-    other = path.with_suffix(".lock").open("a")
-    fcntl.flock(other, fcntl.LOCK_EX)  # the other worker, training the run
-    got = {}
-    worker = threading.Thread(target=lambda: got.update(out=E.cached_run(cfg, "bp", 0, True)))
-    worker.start()
-    assert missed.wait(60)  # this worker found the run missing while the other trained it
-    E._store(path, run)  # the other worker stores its run and lets go
-    fcntl.flock(other, fcntl.LOCK_UN)
+    monkeypatch.setattr(fcntl, "flock", watched)
+    monkeypatch.setattr(E, "_train", lambda *a: w.trained.append(a) or dict(_RUN, accuracy=1.0))
+    w.path(0).parent.mkdir(parents=True)
+    return w
+
+
+def _hold(w, seed):
+    """Another process's lock on the run of ``seed`` (a separate open of the file: flock locks conflict
+    between opens, threads or processes alike)."""
+    fh = w.path(seed).with_suffix(".lock").open("a")
+    w.fcntl.flock(fh, w.fcntl.LOCK_EX)
+    return fh
+
+
+def _in_thread(fn):
+    import threading
+
+    got, done = {}, threading.Event()
+
+    def target():
+        try:
+            got["out"] = fn()
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True).start()
+    return got, done
+
+
+def test_a_run_another_process_is_training_is_waited_for_and_read(lock_world):
+    """Two workers missing the same run: the second waits for the first's lock and reads what it stored,
+    instead of training it again; the holder removed its lock file, and none is left."""
+    w = lock_world
+    other = _hold(w, 0)  # the other worker, training the run
+    got, done = _in_thread(lambda: w.E.cached_run(w.cfg, "bp", 0, True))
+    while not (w.blocked.wait(0.05) or done.is_set()):
+        pass
+    assert w.blocked.is_set() and not done.is_set()  # this worker waits (without the lock it would train)
+    w.E._store(w.path(0), _RUN)  # the other worker stores its run, removes its lock file and lets go
+    w.path(0).with_suffix(".lock").unlink()
     other.close()
-    worker.join(60)
-    assert got["out"] == (run, True) and not trained
-    assert not path.with_suffix(".lock").exists()
+    assert done.wait(60)
+    assert got["out"] == (_RUN, True) and not w.trained
+    assert not w.path(0).with_suffix(".lock").exists()
     # a run nobody else is training is trained and stored under the lock, which is then removed
-    out, hit = E.cached_run(cfg, "bp", 1, True)
-    assert not hit and len(trained) == 1 and out["accuracy"] == 1.0
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
-        [path.name, E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 1)).name])
-    # interrupted while waiting (Ctrl-C): the holder's lock file is left to the holder
-    held = E._path("bp", E._key("bp", E._knobs(cfg, "bp", None), 2)).with_suffix(".lock")
-    held.touch()
+    out, hit = w.E.cached_run(w.cfg, "bp", 1, True)
+    assert not hit and len(w.trained) == 1 and out["accuracy"] == 1.0
+    assert sorted(p.name for p in w.path(0).parent.iterdir()) == sorted([w.path(0).name, w.path(1).name])
+
+
+def test_a_holder_that_fails_leaves_the_run_to_the_waiter_or_to_a_newcomer(lock_world):
+    """The holder's training fails (it removes its lock file, nothing stored): a waiter then trains the run.
+    If a newcomer has meanwhile made a new lock file and taken it, the waiter, whose lock is on the removed
+    file, waits for the newcomer instead of training beside it."""
+    import os
+
+    w = lock_world
+    lock = w.path(0).with_suffix(".lock")
+    other = _hold(w, 0)
+    got, done = _in_thread(lambda: w.E.cached_run(w.cfg, "bp", 0, True))
+    assert w.blocked.wait(60)
+    lock.unlink()  # the holder's training raised: nothing stored
+    newcomer = _hold(w, 0)
+    new_inode = os.fstat(newcomer.fileno()).st_ino
+    other.close()
+    while not (new_inode in w.blocked_on or done.wait(0.05)):
+        pass
+    assert not done.is_set() and not w.trained  # waiting for the newcomer
+    w.E._store(w.path(0), _RUN)
+    lock.unlink()
+    newcomer.close()
+    assert done.wait(60) and got["out"] == (_RUN, True) and not w.trained
+    # the holder fails with nobody else about: the waiter trains the run
+    other = _hold(w, 1)
+    w.blocked.clear()
+    got, done = _in_thread(lambda: w.E.cached_run(w.cfg, "bp", 1, True))
+    assert w.blocked.wait(60)
+    w.path(1).with_suffix(".lock").unlink()
+    other.close()
+    assert done.wait(60)
+    assert got["out"][1] is False and len(w.trained) == 1
+    assert not w.path(1).with_suffix(".lock").exists() and w.path(1).exists()
+
+
+def test_no_lock_to_be_had_trains_the_run_as_without_one(lock_world, monkeypatch):
+    """flock failing (a file system without locks), a holder past LOCK_WAIT_S (hung or stopped), and an
+    interruption while waiting (Ctrl-C: the holder's lock file is left to the holder)."""
+    w = lock_world
+    flock = w.fcntl.flock
+
+    def no_locks(fh, op):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(w.fcntl, "flock", no_locks)
+    assert w.E.cached_run(w.cfg, "bp", 0, True)[1] is False and len(w.trained) == 1
+    monkeypatch.setattr(w.fcntl, "flock", flock)
+    other = _hold(w, 1)
+    monkeypatch.setattr(w.E, "LOCK_WAIT_S", 0.0)
+    assert w.E.cached_run(w.cfg, "bp", 1, True)[1] is False and len(w.trained) == 2
+    assert w.path(1).with_suffix(".lock").exists()  # the holder's, still held
+    monkeypatch.setattr(w.E, "LOCK_WAIT_S", 600.0)
 
     def interrupted(fh, op):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fcntl, "flock", interrupted)
+    monkeypatch.setattr(w.fcntl, "flock", interrupted)
+    w.path(1).unlink()
     with pytest.raises(KeyboardInterrupt):
-        E.cached_run(cfg, "bp", 2, True)
-    assert held.exists() and len(trained) == 1
+        w.E.cached_run(w.cfg, "bp", 1, True)
+    assert w.path(1).with_suffix(".lock").exists() and len(w.trained) == 2
+    other.close()
+
+
+def test_a_damaged_entry_is_discarded_but_not_a_run_stored_since(lock_world, monkeypatch):
+    w = lock_world
+    w.path(0).write_text("{not json")
+    assert w.E._load(w.path(0)) is None and not w.path(0).exists()
+    w.path(0).write_text("{not json")
+    load = w.E.json.load
+
+    def replaced_meanwhile(fh):  # another process stores the run while this one reads the damaged file
+        w.E._store(w.path(0), _RUN)
+        return load(fh)
+
+    monkeypatch.setattr(w.E.json, "load", replaced_meanwhile)
+    assert w.E._load(w.path(0)) is None
+    monkeypatch.setattr(w.E.json, "load", load)
+    assert w.E._load(w.path(0)) == _RUN
 
 
 def test_scheme_bp_and_null_results():
