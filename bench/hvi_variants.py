@@ -155,7 +155,7 @@ class BmaModel(AdditiveModel):
 
 
 #: ``ord``: the correlation lengths of neighbouring levels' effects tried, in units of an ordered knob's range
-ORD_LENGTHS = (0.1, 0.3, 0.6, 1.2)
+ORD_LENGTHS = (0.1, 0.3, 0.6, 1.2, 2.4, 4.8)
 
 
 class OrdModel(AdditiveModel):
@@ -194,7 +194,7 @@ class OrdModel(AdditiveModel):
 
     def predict(self, rows, y):
         scale, yc = standardized(y)
-        tau, sigma, ell = 1.0, 0.5, ORD_LENGTHS[1]
+        tau, sigma, ell = 1.0, 0.5, sorted(self.S)[len(self.S) // 2]  # before the fit: a middle length
         if len(rows) >= HVI_MIN_FIT:
             tau, sigma, ell = max(self.grid, key=lambda g: self._evidence(rows, yc, *g))
         self.hyper = (tau, sigma, ell)
