@@ -16,7 +16,7 @@ from accel import Hardware, HardwareArray, gemm_cost, load_tech
 from accel.gemm import Im2col
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "zigzag"
-ROWS = list(csv.DictReader((DATA / "reference.csv").open()))
+ROWS = list(csv.DictReader((DATA / "reference.csv").read_text().splitlines()))
 TECH = load_tech(DATA / "tech_eyeriss_normalized.toml")
 
 

@@ -93,11 +93,11 @@ def test_show_bad_trial_and_model_are_one_line_errors(run, small):
 def test_export_pareto_folder_is_complete_even_when_the_reader_goes_away(run, small, tmp_path):
     n = len(_front(run, small))
     out = tmp_path / "front"
-    p = subprocess.Popen([sys.executable, "-m", "dse.cli", "export", str(small), "--pareto", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdout.readline()
-    p.stdout.close()
-    assert p.wait() == 0 and p.stderr.read() == b""
+    with subprocess.Popen([sys.executable, "-m", "dse.cli", "export", str(small), "--pareto", "--out", str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
+        p.stdout.readline()
+        p.stdout.close()
+        assert p.wait() == 0 and p.stderr.read() == b""
     files = sorted(out.glob("*.toml"))
     assert len(files) == n and all(f.read_text().strip() for f in files)
     assert not [x for x in tmp_path.iterdir() if x.name.startswith(".front")]  # no temporary left

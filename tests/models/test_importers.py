@@ -211,9 +211,9 @@ def test_workload_file_in_a_configuration(run, tmp_path, monkeypatch):
 
 def test_broken_pipe_ends_quietly_with_exit_0():
     for args in (["models", "resnet50", "--ops"], ["models", "resnet50", "--ops", "--format", "scalesim"]):
-        p = subprocess.Popen([sys.executable, "-m", "dse.cli", *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-        p.stdout.readline()
-        p.stdout.close()  # the reader goes away, as `| head -1` does
-        err = p.stderr.read().decode()
-        assert p.wait() == 0 and err == ""
+        with subprocess.Popen([sys.executable, "-m", "dse.cli", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as p:
+            p.stdout.readline()
+            p.stdout.close()  # the reader goes away, as `| head -1` does
+            err = p.stderr.read().decode()
+            assert p.wait() == 0 and err == ""
