@@ -1,8 +1,8 @@
 """What limits the hybrid's ``hvi`` outer selection: its accuracy model, learned from the settings it trains.
 
     python bench/hvi_variants.py [--study studies/quickstart.toml] [--surrogate-seeds N] [--seeds 0 .. 9]
-        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1 fit50 fit100 ord] [--startup 6]
-        [--jobs 2] [--json]
+        [--budgets 10 25 50 100] [--variants shipped known ard ard-ts bma | kg kg1 fit50 fit100 ord ord-kg1]
+        [--startup 6] [--jobs 2] [--json]
 
 On the exhaustive table of ``bench/search_quality.py --truth`` (the same cached truth: every training setting
 on fixed surrogate seeds, the whole hardware grid costed), the shipped :class:`dse.search.hvi.HviSelector` is
@@ -32,6 +32,7 @@ its trained sub-front enters), with its accuracy model swapped:
   ranks (a squared-exponential correlation, its length chosen with the prior and noise scales by marginal
   likelihood among ``ORD_LENGTHS``): a level borrows from its neighbours; the shipped model when the length is
   small;
+* ``ord-kg1``: ``kg1``'s selection with ``ord``'s model;
 * ``kg`` and ``kg1``: the shipped model, the selection valuing what training a setting would teach (a
   knowledge-gradient term: how much the best expected improvement of any setting is expected to rise once
   the setting's value updates the model), weighed by the runs left before the largest budget (``kg``,
@@ -73,7 +74,7 @@ from dse.search.hvi import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq  # noqa: E402
 
-VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100", "ord")
+VARIANTS = ("shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100", "ord", "ord-kg1")
 #: run when --variants is not given (kg's horizon is the largest budget; docs/search.md measures it to 50 runs)
 DEFAULT_VARIANTS = VARIANTS[:5]
 #: Gauss-Hermite nodes over the looked-ahead setting's outcome (``kg``)
@@ -200,10 +201,17 @@ class OrdModel(AdditiveModel):
         self.hyper = (tau, sigma, ell)
         K = self._K(tau, ell)
         C = K[np.ix_(rows, rows)] + sigma ** 2 * np.eye(len(rows))
+        self._post = (rows, K, C, scale)
         Ks = K[:, rows]
         mu = Ks @ np.linalg.solve(C, yc)
         var = np.diag(K) - np.einsum("ij,ji->i", Ks, np.linalg.solve(C, Ks.T)) + sigma ** 2
         return y.mean() + scale * mu, scale * np.sqrt(np.maximum(var, 0.0))
+
+    def mean_cov(self, idx):
+        """The posterior covariance of the mean accuracy of the settings ``idx`` (``ord-kg1``)."""
+        rows, K, C, scale = self._post
+        Kft = K[np.ix_(idx, rows)]
+        return scale ** 2 * (K[np.ix_(idx, idx)] - Kft @ np.linalg.solve(C, Kft.T))
 
 
 class KgModel(AdditiveModel):
@@ -216,6 +224,11 @@ class KgModel(AdditiveModel):
     def predictive(self, rows, yc, tau, sigma):
         self.cov = posterior(self.X[rows], yc, self._prior(tau), sigma ** 2)[1]
         return super().predictive(rows, yc, tau, sigma)
+
+    def mean_cov(self, idx):
+        """The posterior covariance of the mean accuracy of the settings ``idx`` (``kg_next``)."""
+        Xf = self.X[idx]
+        return self.scale ** 2 * Xf @ self.cov @ Xf.T
 
 
 def kg_next(sel, horizon: Callable[[int], float], trained, taken, front, rng):
@@ -278,8 +291,7 @@ def kg_next(sel, horizon: Callable[[int], float], trained, taken, front, rng):
     value = now.copy()
     h = horizon(len(trained))
     if h > 0:
-        Xf = sel.model.X[free]
-        K = sel.model.scale ** 2 * Xf @ sel.model.cov @ Xf.T  # covariance of the settings' mean accuracy
+        K = sel.model.mean_cov(free)  # covariance of the settings' mean accuracy
         v = sd[free] ** 2  # the outcome's variance (noise included)
         shift = K / np.sqrt(v)[:, None]  # [candidate, setting]: a standard outcome moves the setting's mean so
         after = np.sqrt(np.maximum(sd[free][None, :] ** 2 - K ** 2 / v[:, None], 1e-18))
@@ -326,11 +338,11 @@ def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
             sel.model = BmaModel(sel.model.X)
         elif variant == "ord":
             sel.model = OrdModel(sel.model.X, t.settings)
-        elif variant in ("kg", "kg1"):
-            sel.model = KgModel(sel.model.X)
+        elif variant in ("kg", "kg1", "ord-kg1"):
+            sel.model = OrdModel(sel.model.X, t.settings) if variant == "ord-kg1" else KgModel(sel.model.X)
 
             def horizon(n: int) -> float:  # kg: the runs left after this one (online KG); kg1: one
-                return 1.0 if variant == "kg1" else max(horizon_runs - n - 1, 0)
+                return max(horizon_runs - n - 1, 0) if variant == "kg" else 1.0
             sel.next = lambda *a: kg_next(sel, horizon, *a)
     return apply
 

@@ -99,8 +99,12 @@ def test_ord_with_short_lengths_is_the_shipped_model_and_longer_ones_borrow_betw
     y = np.array([a_eff[s["a"]] for s in settings]) + rng.normal(0, 0.2, len(settings))
     rows = np.sort(rng.choice(len(settings), 12, replace=False))
     mu0, sd0 = AdditiveModel(X).predict(rows, y[rows])
-    mu1, sd1 = hv.OrdModel(X, settings, lengths=(1e-3,)).predict(rows, y[rows])
+    ordm, kgm = hv.OrdModel(X, settings, lengths=(1e-3,)), hv.KgModel(X)
+    mu1, sd1 = ordm.predict(rows, y[rows])
     assert np.allclose(mu0, mu1, atol=1e-8) and np.allclose(sd0, sd1, atol=1e-8)
+    kgm.predict(rows, y[rows])  # the covariance of the settings' means (ord-kg1's lookahead), both forms
+    idx = np.arange(0, len(settings), 3)
+    assert np.allclose(ordm.mean_cov(idx), kgm.mean_cov(idx), atol=1e-7)
     rows = np.array([i for i, s in enumerate(settings) if s["a"] != 3])
     three = np.array([s["a"] == 3 for s in settings])
     for m in (hv.OrdModel(X, settings, lengths=(1.0,)), AdditiveModel(X)):
@@ -113,7 +117,7 @@ def test_ord_with_short_lengths_is_the_shipped_model_and_longer_ones_borrow_betw
 
 
 @pytest.mark.parametrize("variant", ["shipped", "known", "ard", "ard-ts", "bma", "kg", "kg1", "fit50", "fit100",
-                                     "ord"])
+                                     "ord", "ord-kg1"])
 def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, variant, monkeypatch):
     """With one random setting first, the second choice is the variant's model's (its predict is called),
     and the two settings of the tiny space make the exact front."""
@@ -123,7 +127,7 @@ def test_every_variant_chooses_with_its_own_model_on_the_tiny_space(study_file, 
 
     cls = {"shipped": AdditiveModel, "known": hv.KnownModel, "ard": hv.ArdModel, "ard-ts": hv.ArdModel,
            "bma": hv.BmaModel, "kg": hv.KgModel, "kg1": hv.KgModel, "fit50": hv.KnownModel,
-           "fit100": hv.KnownModel, "ord": hv.OrdModel}[variant]
+           "fit100": hv.KnownModel, "ord": hv.OrdModel, "ord-kg1": hv.OrdModel}[variant]
     calls = []
     predict = cls.predict
 
