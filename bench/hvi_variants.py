@@ -184,12 +184,10 @@ class OrdModel(AdditiveModel):
             self.S[ell] = S
         self.grid = [(t, s, ell) for t in _HVI_TAUS for s in _HVI_SIGMAS for ell in lengths]
 
-    def _K(self, tau, ell):
-        return 1e4 + tau ** 2 * self.S[ell]
-
-    def _evidence(self, rows, yc, tau, sigma, ell):
-        C = self._K(tau, ell)[np.ix_(rows, rows)] + sigma ** 2 * np.eye(len(rows))
-        L = np.linalg.cholesky(C)
+    @staticmethod
+    def _evidence(S_rows, yc, tau, sigma):
+        """The log marginal likelihood (up to a constant) of ``yc`` given the trained rows' correlations."""
+        L = np.linalg.cholesky(1e4 + tau ** 2 * S_rows + sigma ** 2 * np.eye(len(yc)))
         a = np.linalg.solve(L, yc)
         return -0.5 * float(a @ a) - float(np.log(np.diag(L)).sum())
 
@@ -197,9 +195,10 @@ class OrdModel(AdditiveModel):
         scale, yc = standardized(y)
         tau, sigma, ell = 1.0, 0.5, sorted(self.S)[len(self.S) // 2]  # before the fit: a middle length
         if len(rows) >= HVI_MIN_FIT:
-            tau, sigma, ell = max(self.grid, key=lambda g: self._evidence(rows, yc, *g))
+            S_rows = {e: S[np.ix_(rows, rows)] for e, S in self.S.items()}  # the grid reads the trained rows only
+            tau, sigma, ell = max(self.grid, key=lambda g: self._evidence(S_rows[g[2]], yc, g[0], g[1]))
         self.hyper = (tau, sigma, ell)
-        K = self._K(tau, ell)
+        K = 1e4 + tau ** 2 * self.S[ell]
         C = K[np.ix_(rows, rows)] + sigma ** 2 * np.eye(len(rows))
         self._post = (rows, K, C, scale)
         Ks = K[:, rows]
@@ -336,12 +335,12 @@ def configure(t, variant: str, seed: int, horizon_runs: int = 50) -> Callable:
             sel.optimism = 1.0 if variant == "ard-ts" else sel.optimism
         elif variant == "bma":
             sel.model = BmaModel(sel.model.X)
-        elif variant == "ord":
+        elif variant in ("ord", "ord-kg1"):
             sel.model = OrdModel(sel.model.X, t.settings)
-        elif variant in ("kg", "kg1", "ord-kg1"):
-            sel.model = OrdModel(sel.model.X, t.settings) if variant == "ord-kg1" else KgModel(sel.model.X)
-
-            def horizon(n: int) -> float:  # kg: the runs left after this one (online KG); kg1: one
+        elif variant in ("kg", "kg1"):
+            sel.model = KgModel(sel.model.X)
+        if variant in ("kg", "kg1", "ord-kg1"):
+            def horizon(n: int) -> float:  # kg: the runs left after this one (online KG); kg1, ord-kg1: one
                 return max(horizon_runs - n - 1, 0) if variant == "kg" else 1.0
             sel.next = lambda *a: kg_next(sel, horizon, *a)
     return apply
