@@ -15,6 +15,7 @@ True
 >>> again = dse.evaluate(dse.configuration(knee))["metrics"]   # every metric, every surrogate control
 >>> {m: again[m] for m in knee.metrics} == knee.metrics           # what the study recorded, to the last digit
 True
+>>> study.close()                           # its database connections (or: with dse.open_study(spec) as study:)
 
 Every function takes keyword arguments after the study (``storage``: a storage URL, default a SQLite file
 beside the study file; see :mod:`dse.search.study`). ``tests/dse/test_api.py`` runs this example (on a small study).
@@ -90,6 +91,20 @@ class Study:
 
     def __init__(self, spec: StudySpec, study, url: str) -> None:
         self.spec, self._study, self._url = spec, study, url
+
+    def close(self) -> None:
+        """Close the storage's pooled database connections now (PostgreSQL: connections the server holds open)
+        rather than when the garbage collector finds them. The study stays readable: its next read connects
+        again. ``with dse.open_study(spec) as study:`` closes it at the block's end."""
+        from dse.search.study import close_study
+
+        close_study(self._study)
+
+    def __enter__(self) -> "Study":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def optuna(self):

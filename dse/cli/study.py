@@ -67,11 +67,11 @@ def run(
         res = dse.run(spec, workers=1, storage=storage, timeout=timeout, accept_changes=accept_changes)
     else:
         from dse.search.runner import progress_bar
-        from dse.search.study import open_study
+        from dse.search.study import close_study, open_study
 
         # open (create) the study before the progress bar starts, so that a storage that cannot be used
         # (unreachable server, corrupt file, missing driver) gets the one-line error without a bar above it
-        open_study(spec, storage, create=True, accept_changes=accept_changes)
+        close_study(open_study(spec, storage, create=True, accept_changes=accept_changes))
         with progress_bar("front {task.fields[front]}  HV {task.fields[hv]}", transient=False) as bar:
             console = bar.console
             task = bar.add_task(spec.name, total=spec.trials, front=0, hv="-")
@@ -174,7 +174,8 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna
     import dse
 
-    out = dse.open_study(spec, storage=storage).status()
+    with dse.open_study(spec, storage=storage) as study:
+        out = study.status()
     if json_out:
         typer.echo(json_text(out, indent=2))
         return
@@ -356,7 +357,8 @@ def export(
     from dse.config.outputs import writing
     from dse.results.export import render
 
-    pts = dse.open_study(spec, storage=storage).select(best=best, where=where or [], pareto=all_front)
+    with dse.open_study(spec, storage=storage) as study:
+        pts = study.select(best=best, where=where or [], pareto=all_front)
     if folder:
         from dse.results.export import write_folder
 

@@ -23,6 +23,7 @@ from dse.search.strategies import strategy_class
 from dse.search.study import (
     RunResult,
     check_cache,
+    close_study,
     counts_toward_budget,
     failed_count,
     hv_reference,
@@ -216,17 +217,30 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
     budget = trials or spec.trials
     if strategy is not None:
         spec = spec.with_overrides(strategy=strategy)
-    name = spec.strategy
     url = storage_url(spec, storage)
     check_cache()
     probe = open_study(spec, url, create=True, heartbeat=heartbeat, accept_changes=accept_changes)
+    opened = [probe]
+    try:
+        return _run_on(spec, probe, opened, url, budget, worker, heartbeat, timeout, progress, stop, sampler, poll)
+    finally:
+        for st in opened:  # pooled database connections closed now, not when the collector finds them
+            close_study(st)
+
+
+def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget: int, worker: int,
+            heartbeat: int | None, timeout: float | None, progress, stop, sampler, poll: float) -> RunResult:
+    """:func:`run_study` on the study ``probe`` opened (every study it opens goes into ``opened``)."""
+    name = spec.strategy
     recover_dead_workers(probe)
     record_budget(probe, budget, spec.runs)
     done = BudgetTracker(probe).refresh()["done"]
     study = open_study(spec, url, create=True, seed=derive_seed(spec.seed, 1000 * worker, done),
                        heartbeat=heartbeat, sampler=sampler)
+    opened.append(study)
     runner = Runner(spec, study, url, budget, worker, heartbeat, sampler=sampler)
     strat = strategy_class(name)(spec, runner)
+    opened.extend(strat.queues())
     ref = runner.reference
     fr = ProgressFront(spec, ref)
     interrupted = exhausted = False

@@ -29,6 +29,7 @@ from dse.search.runner import BudgetTracker, ProgressFront
 from dse.search.study import (
     RunResult,
     check_cache,
+    close_study,
     default_heartbeat,
     failed_count,
     hv_reference,
@@ -202,12 +203,16 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
             p.errlog.close()  # type: ignore[attr-defined]
         shutil.rmtree(logdir, ignore_errors=True)
         drop_queued(study)  # retries this process queued for workers that are gone
-    pts = load_points(study, spec)
-    b = tracker.refresh()
+    try:
+        pts = load_points(study, spec)
+        b = tracker.refresh()
+        failed = failed_count(study)
+    finally:
+        close_study(study)  # pooled database connections closed now, not when the collector finds them
     recent = recent_gain(pts, spec.directions, ref)
     fr = front(pts, spec.directions)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(fr),
                      hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, exhausted=exhausted,
-                     storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
+                     storage=mask_url(url), failed=failed, worker_errors=errors,
                      restarts=restarts)

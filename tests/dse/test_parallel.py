@@ -16,9 +16,20 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from dse.search.study import budget_state, open_study
+from dse.search.study import budget_state, close_storage, close_study, open_study
 from dse.search.studyfile import load_study
 from studyfiles import edit, with_strategy
+
+#: storages a check opened itself (not through open_study), closed after each test
+_opened: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_opened():
+    yield
+    while _opened:
+        close_storage(_opened.pop())
+
 
 SLOW_STUDY = """
 [study]
@@ -77,16 +88,22 @@ def _cli(*args, env=None):
 
 def _wait_running(spec, storage, timeout=60):
     t0 = time.time()
-    while time.time() - t0 < timeout:
-        try:
-            st = open_study(spec, storage, create=False)
-        except Exception:  # not created yet
-            time.sleep(0.2)
-            continue
-        for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if "worker" in t.user_attrs:
-                return t
-        time.sleep(0.1)
+    st = None
+    try:
+        while time.time() - t0 < timeout:
+            if st is None:
+                try:
+                    st = open_study(spec, storage, create=False)
+                except Exception:  # not created yet
+                    time.sleep(0.2)
+                    continue
+            for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                if "worker" in t.user_attrs:
+                    return t
+            time.sleep(0.1)
+    finally:
+        if st is not None:
+            close_study(st)  # a study opened per poll would leave a database connection per poll
     raise AssertionError("no trial started")
 
 
@@ -189,7 +206,7 @@ def test_three_postgres_workers_reach_the_budget_exactly(tmp_path):
     name = _fresh_pg_name("pg3")
     f = _study(tmp_path, name=name, trials=9)
     spec = load_study(f)
-    open_study(spec, PG, create=True)  # created once, as a coordinator would
+    close_study(open_study(spec, PG, create=True))  # created once, as a coordinator would
     procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet") for i in range(3)]
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -213,7 +230,7 @@ def test_a_sigkilled_postgres_worker_has_its_trial_retried(tmp_path):
 def _three_workers_one_killed(f, spec, wait):
     """Three `dse worker` processes on PostgreSQL (heartbeat 1 s); the one running the trial ``wait``
     returns is SIGKILLed; the others must finish cleanly, never printing the password."""
-    open_study(spec, PG, create=True)
+    close_study(open_study(spec, PG, create=True))
     procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet", "--heartbeat", "1")
              for i in range(3)]
     victim = wait(spec, PG)
@@ -239,7 +256,9 @@ def _check_hybrid(spec, storage, budget, killed=None):
     _check_exact(spec, storage, budget)
     from dse.search.study import open_storage, storage_url
 
-    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=open_storage(storage_url(spec, storage)))
+    store = open_storage(storage_url(spec, storage))
+    _opened.append(store)
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=store)
     trained = [t for t in outer.get_trials() if t.user_attrs.get("trained") and t.state == TrialState.COMPLETE]
     keys = [tuple(sorted(t.params.items())) for t in trained]
     assert len(keys) == len(set(keys)), "a training setting was trained twice"
@@ -267,19 +286,24 @@ def test_two_local_workers_run_the_hybrid_strategy_to_the_budget_exactly(tmp_pat
 
 
 def _wait_training(spec, storage, timeout=120):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        try:
-            from dse.search.study import open_storage
+    from dse.search.study import open_storage
 
-            outer = optuna.load_study(study_name=f"{spec.name}.training", storage=open_storage(storage))
-        except Exception:  # not created yet
-            time.sleep(0.2)
-            continue
-        for t in outer.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.user_attrs.get("trained"):
-                return t
-        time.sleep(0.05)
+    t0 = time.time()
+    store, outer = open_storage(storage), None  # one storage for every poll: no connection left per poll
+    try:
+        while time.time() - t0 < timeout:
+            if outer is None:
+                try:
+                    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=store)
+                except KeyError:  # not created yet
+                    time.sleep(0.2)
+                    continue
+            for t in outer.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                if t.user_attrs.get("trained"):
+                    return t
+            time.sleep(0.05)
+    finally:
+        close_storage(store)
     raise AssertionError("no training setting started")
 
 

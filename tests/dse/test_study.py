@@ -235,3 +235,51 @@ def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
     code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet")
     assert code == 2 and "space.hardware.rows cannot change within a study" in err, err
     assert len(open_study(spec, create=False).get_trials()) == 2
+
+
+@pytest.mark.parametrize("strategy", ["joint", "hybrid"])
+def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, monkeypatch,
+                                                                                   strategy):
+    """Every database storage a run opens (the study twice, the hybrid's training settings) and the one
+    `dse.open_study` opens have their pooled connections closed when they are done (on PostgreSQL the server
+    holds each one open; left to the garbage collector they close whenever it runs, with a ResourceWarning)."""
+    import dse
+    from studyfiles import with_strategy
+
+    made = []
+    init = optuna.storages.RDBStorage.__init__
+
+    def recording(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
+    if strategy == "hybrid":
+        study_file.write_text(with_strategy(study_file.read_text(), "hybrid", front_size=3))
+    spec = load_study(study_file)
+    assert run(spec, trials=4)["complete"] == 4
+
+    def held(st):
+        return st.engine.pool.checkedin() + st.engine.pool.checkedout()
+
+    assert len(made) >= (3 if strategy == "hybrid" else 2)
+    assert [held(st) for st in made] == [0] * len(made)
+    made.clear()
+    with dse.open_study(spec) as study:
+        assert len(study.points()) == 4
+        assert held(made[0]) > 0  # the read connected (the check above can fail)
+    assert [held(st) for st in made] == [0] * len(made)
+
+
+def test_a_study_dropped_without_closing_closes_its_connections_when_collected(study_file):
+    """A study a notebook drops (never closed) has its pool closed by the collector through the storage,
+    not connection by connection by the driver's finalizer (psycopg warns for each)."""
+    import gc
+
+    spec = load_study(study_file)
+    study = open_study(spec)
+    engine = study._storage._backend.engine
+    assert engine.pool.checkedin() > 0
+    del study
+    gc.collect()
+    assert engine.pool.checkedin() == 0
