@@ -9,6 +9,7 @@ A strategy (:mod:`dse.search.strategies`) decides *what to try next* and enters 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,6 +24,7 @@ from dse.search.strategies import strategy_class
 from dse.search.study import (
     RunResult,
     check_cache,
+    close_storage,
     close_study,
     counts_toward_budget,
     failed_count,
@@ -225,12 +227,16 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
         return _run_on(spec, probe, opened, url, budget, worker, heartbeat, timeout, progress, stop, sampler, poll)
     finally:
         for st in opened:  # pooled database connections closed now, not when the collector finds them
-            close_study(st)
+            with contextlib.suppress(Exception):  # the run's own error, if any, is the one to report
+                if isinstance(st, optuna.Study):
+                    close_study(st)
+                else:
+                    close_storage(st)
 
 
 def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget: int, worker: int,
             heartbeat: int | None, timeout: float | None, progress, stop, sampler, poll: float) -> RunResult:
-    """:func:`run_study` on the study ``probe`` opened (every study it opens goes into ``opened``)."""
+    """:func:`run_study` on the study ``probe`` opened (every study and storage it opens goes into ``opened``)."""
     name = spec.strategy
     recover_dead_workers(probe)
     record_budget(probe, budget, spec.runs)
@@ -240,7 +246,7 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
     opened.append(study)
     runner = Runner(spec, study, url, budget, worker, heartbeat, sampler=sampler)
     strat = strategy_class(name)(spec, runner)
-    opened.extend(strat.queues())
+    opened.extend(strat.storages())
     ref = runner.reference
     fr = ProgressFront(spec, ref)
     interrupted = exhausted = False

@@ -114,7 +114,7 @@ def open_storage(url: str, *, heartbeat: int | None = None):
         st = _rdb_storage(normalize_url(url), engine_kwargs, kwargs)
         # a storage dropped without close_storage closes its pooled connections when it is collected, rather
         # than leaving each to the driver's finalizer (psycopg: a ResourceWarning per connection)
-        weakref.finalize(st, st.engine.dispose)
+        weakref.finalize(st, _dispose, st.engine, os.getpid())
         if url.startswith("sqlite"):
             _fast_sqlite(st)
         return st
@@ -140,11 +140,18 @@ def open_storage(url: str, *, heartbeat: int | None = None):
 def close_storage(storage) -> None:
     """Close a storage's pooled database connections now rather than when the garbage collector finds them
     (an RDB storage keeps a pool: on PostgreSQL, server connections held open). A journal file holds none.
-    The storage stays usable: its next use connects again. Safe to call twice."""
+    The storage stays usable: its next use connects again. Safe to call twice. A connection another thread
+    is using at that moment is not closed (SQLAlchemy's ``Engine.dispose``): it is left to the collector."""
     backend = getattr(storage, "_backend", storage)  # Optuna wraps an RDB storage in its trial cache
     if isinstance(backend, optuna.storages.RDBStorage):
         backend.remove_session()
         backend.engine.dispose()
+
+
+def _dispose(engine, pid: int) -> None:
+    """``engine``'s pool emptied; its connections closed only in the process that opened them (a forked child
+    that inherited them must not close the parent's server sessions)."""
+    engine.dispose(close=os.getpid() == pid)
 
 
 def close_study(study: optuna.Study) -> None:

@@ -13,6 +13,7 @@ one whose parent was killed stops too. ``--workers`` is refused above :func:`max
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -104,6 +105,16 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     url = storage_url(spec, storage, journal=True)
     check_cache()
     study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url), accept_changes=accept_changes)
+    try:
+        return _run_on(spec, study, url, workers, timeout, quiet, poll, max_restarts)
+    finally:
+        with contextlib.suppress(Exception):  # the run's own error, if any, is the one to report
+            close_study(study)  # pooled database connections closed now, not when the collector finds them
+
+
+def _run_on(spec: StudySpec, study, url: str, workers: int, timeout: float | None, quiet: bool, poll: float,
+            max_restarts: int | None) -> RunResult:
+    """:func:`run_workers` on the study opened."""
     ref = hv_reference(spec)
     tracker, fr = BudgetTracker(study), ProgressFront(spec, ref)
     budget = spec.trials
@@ -203,16 +214,12 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
             p.errlog.close()  # type: ignore[attr-defined]
         shutil.rmtree(logdir, ignore_errors=True)
         drop_queued(study)  # retries this process queued for workers that are gone
-    try:
-        pts = load_points(study, spec)
-        b = tracker.refresh()
-        failed = failed_count(study)
-    finally:
-        close_study(study)  # pooled database connections closed now, not when the collector finds them
+    pts = load_points(study, spec)
+    b = tracker.refresh()
     recent = recent_gain(pts, spec.directions, ref)
     fr = front(pts, spec.directions)
     return RunResult(finished=b["done"], budget=budget, complete=len(pts), front=len(fr),
                      hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, exhausted=exhausted,
-                     storage=mask_url(url), failed=failed, worker_errors=errors,
+                     storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
                      restarts=restarts)

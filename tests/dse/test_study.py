@@ -7,6 +7,7 @@ import tomllib
 
 import optuna
 import pytest
+import sqlalchemy
 
 from dse.cli import main
 from dse.config.configuration import load_configuration
@@ -246,29 +247,28 @@ def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_ope
     import dse
     from studyfiles import with_strategy
 
-    made = []
+    made, opened, closed = [], [], []  # the storages held: their collection cannot close them instead
     init = optuna.storages.RDBStorage.__init__
 
     def recording(self, *a, **k):
         init(self, *a, **k)
         made.append(self)
+        sqlalchemy.event.listen(self.engine, "connect", lambda conn, rec: opened.append(conn))
+        sqlalchemy.event.listen(self.engine, "close", lambda conn, rec: closed.append(conn))
 
     monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
     if strategy == "hybrid":
         study_file.write_text(with_strategy(study_file.read_text(), "hybrid", front_size=3))
     spec = load_study(study_file)
     assert run(spec, trials=4)["complete"] == 4
-
-    def held(st):
-        return st.engine.pool.checkedin() + st.engine.pool.checkedout()
-
-    assert len(made) >= (3 if strategy == "hybrid" else 2)
-    assert [held(st) for st in made] == [0] * len(made)
-    made.clear()
+    assert len(made) >= (3 if strategy == "hybrid" else 2)  # the study twice; the hybrid's training settings
+    assert opened and {id(c) for c in opened} <= {id(c) for c in closed}  # every connection made was closed
+    del made[:], opened[:], closed[:]
     with dse.open_study(spec) as study:
         assert len(study.points()) == 4
-        assert held(made[0]) > 0  # the read connected (the check above can fail)
-    assert [held(st) for st in made] == [0] * len(made)
+        # the read connected, and keeps its connection until the block ends
+        assert opened and not {id(c) for c in opened} & {id(c) for c in closed}
+    assert {id(c) for c in opened} <= {id(c) for c in closed}
 
 
 def test_a_study_dropped_without_closing_closes_its_connections_when_collected(study_file):
@@ -278,8 +278,30 @@ def test_a_study_dropped_without_closing_closes_its_connections_when_collected(s
 
     spec = load_study(study_file)
     study = open_study(spec)
-    engine = study._storage._backend.engine
-    assert engine.pool.checkedin() > 0
+    pool = study._storage._backend.engine.pool
+    assert pool.checkedin() > 0
     del study
     gc.collect()
-    assert engine.pool.checkedin() == 0
+    assert pool.checkedin() == 0  # the pool it had, emptied (not a fresh pool in its place)
+
+
+def test_a_hybrid_run_refused_at_its_start_leaves_no_database_connection_open(study_file, monkeypatch):
+    """The hybrid refuses a sampler instance with its own selection (grid) after it opened its storage."""
+    from dse.errors import UsageError
+    from studyfiles import edit, with_strategy
+
+    made, opened, closed = [], [], []  # the storages held: their collection cannot close them instead
+    init = optuna.storages.RDBStorage.__init__
+
+    def recording(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+        sqlalchemy.event.listen(self.engine, "connect", lambda conn, rec: opened.append(conn))
+        sqlalchemy.event.listen(self.engine, "close", lambda conn, rec: closed.append(conn))
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
+    text = with_strategy(study_file.read_text(), "hybrid", front_size=3)
+    study_file.write_text(edit('sampler = "nsga2"', 'sampler = "grid"', text))
+    with pytest.raises(UsageError, match="give no sampler instance"):
+        run(load_study(study_file), sampler=optuna.samplers.RandomSampler(seed=0))
+    assert opened and {id(c) for c in opened} <= {id(c) for c in closed}

@@ -94,6 +94,11 @@ class Strategy:
         study's are."""
         return []
 
+    def storages(self) -> list:
+        """The storages this strategy opened itself; the run closes them when it ends
+        (:func:`dse.search.study.close_storage`)."""
+        return []
+
     def step(self) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 

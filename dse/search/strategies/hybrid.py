@@ -34,6 +34,7 @@ dead worker's setting stops beating and is retried by another worker (on one mac
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -344,13 +345,28 @@ class Hybrid(Strategy):
         return costed_points(spec, study)
 
     def __init__(self, spec: StudySpec, runner: Runner) -> None:
-        import optuna
-
-        from dse.search.study import distribution, open_storage
+        from dse.search.study import close_storage, open_storage
 
         super().__init__(spec, runner)
         self.train_knobs = [(n, k) for n, k in spec.space.searched() if n.startswith("training.")]
-        store = open_storage(runner.url, heartbeat=runner.heartbeat)
+        store = self._store = open_storage(runner.url, heartbeat=runner.heartbeat)
+        try:
+            self._open_outer(spec, runner, store)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the refusal is the error to report
+                close_storage(store)
+            raise
+
+    def storages(self) -> list:
+        return [self._store]
+
+    def _open_outer(self, spec: StudySpec, runner: Runner, store) -> None:
+        """The rest of :meth:`__init__`: the outer study of training settings on ``store``, its sampler or the
+        strategy's own selection, and the strategy's state."""
+        import optuna
+
+        from dse.search.study import distribution
+
         name = f"{spec.name}{TRAINING_SUFFIX}"
         outer = optuna.create_study(storage=store, study_name=name, directions=spec.directions,
                                     load_if_exists=True)
