@@ -238,16 +238,11 @@ def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
     assert len(open_study(spec, create=False).get_trials()) == 2
 
 
-@pytest.mark.parametrize("strategy", ["joint", "hybrid"])
-def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, monkeypatch,
-                                                                                   strategy):
-    """Every database storage a run opens (the study twice, the hybrid's training settings) and the one
-    `dse.open_study` opens have their pooled connections closed when they are done (on PostgreSQL the server
-    holds each one open; left to the garbage collector they close whenever it runs, with a ResourceWarning)."""
-    import dse
-    from studyfiles import with_strategy
-
-    made, opened, closed = [], [], []  # the storages held: their collection cannot close them instead
+@pytest.fixture
+def connections(monkeypatch):
+    """Every RDB storage made from now on (held, so that their collection cannot close them instead), and the
+    database connections their engines open and close (SQLAlchemy's pool events)."""
+    made, opened, closed = [], [], []
     init = optuna.storages.RDBStorage.__init__
 
     def recording(self, *a, **k):
@@ -257,6 +252,19 @@ def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_ope
         sqlalchemy.event.listen(self.engine, "close", lambda conn, rec: closed.append(conn))
 
     monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
+    return made, opened, closed
+
+
+@pytest.mark.parametrize("strategy", ["joint", "hybrid"])
+def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, connections,
+                                                                                   strategy):
+    """Every database storage a run opens (the study twice, the hybrid's training settings) and the one
+    `dse.open_study` opens have their pooled connections closed when they are done (on PostgreSQL the server
+    holds each one open; left to the garbage collector they close whenever it runs, with a ResourceWarning)."""
+    import dse
+    from studyfiles import with_strategy
+
+    made, opened, closed = connections
     if strategy == "hybrid":
         study_file.write_text(with_strategy(study_file.read_text(), "hybrid", front_size=3))
     spec = load_study(study_file)
@@ -285,21 +293,12 @@ def test_a_study_dropped_without_closing_closes_its_connections_when_collected(s
     assert pool.checkedin() == 0  # the pool it had, emptied (not a fresh pool in its place)
 
 
-def test_a_hybrid_run_refused_at_its_start_leaves_no_database_connection_open(study_file, monkeypatch):
+def test_a_hybrid_run_refused_at_its_start_leaves_no_database_connection_open(study_file, connections):
     """The hybrid refuses a sampler instance with its own selection (grid) after it opened its storage."""
     from dse.errors import UsageError
     from studyfiles import edit, with_strategy
 
-    made, opened, closed = [], [], []  # the storages held: their collection cannot close them instead
-    init = optuna.storages.RDBStorage.__init__
-
-    def recording(self, *a, **k):
-        init(self, *a, **k)
-        made.append(self)
-        sqlalchemy.event.listen(self.engine, "connect", lambda conn, rec: opened.append(conn))
-        sqlalchemy.event.listen(self.engine, "close", lambda conn, rec: closed.append(conn))
-
-    monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
+    made, opened, closed = connections
     text = with_strategy(study_file.read_text(), "hybrid", front_size=3)
     study_file.write_text(edit('sampler = "nsga2"', 'sampler = "grid"', text))
     with pytest.raises(UsageError, match="give no sampler instance"):
