@@ -8,6 +8,7 @@ The public API (keyword arguments after the study; details in :mod:`dse.api`)::
     study = dse.open_study(spec)                       # the stored study
     study.front()                                      # the feasible Pareto front, a pandas DataFrame
     study.export(knee=True)                            # TOML that `dse evaluate` reproduces exactly
+    study.close()                                      # its database connections (or: with dse.open_study(...))
     dse.evaluate(dse.load_configuration("knee.toml"))  # every metric of one configuration
 
 Extension points, one place each: metrics (:mod:`dse.evaluation.metrics`), search strategies

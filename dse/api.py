@@ -73,7 +73,9 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
 
 def open_study(spec: StudySpec | str | Path, *, storage: str | None = None) -> "Study":
     """The stored study of ``spec`` (a :class:`StudySpec` or the path of its file), read-only (its Optuna study
-    carries a plain random sampler, not the file's: reading never samples; ``dse.run`` searches)."""
+    carries a plain random sampler, not the file's: reading never samples; ``dse.run`` searches). Close it when
+    done (:meth:`Study.close`, or ``with dse.open_study(spec) as study:``): on PostgreSQL its pool holds server
+    connections until then (or until the collector frees it)."""
     if not isinstance(spec, StudySpec):
         spec = load_study(spec)
     from dse.search.study import open_study as _open, storage_url
