@@ -155,12 +155,8 @@ def _dispose(engine, pid: int) -> None:
 
 
 def close_study(study: optuna.Study) -> None:
-    """:func:`close_storage` for the storage of a study from :func:`open_study` (or any Optuna study)."""
-    close_storage(_STORAGES.get(study, getattr(study, "_storage", None)))
-
-
-#: the storage each study from :func:`open_study` was opened on (for :func:`close_study`)
-_STORAGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    """:func:`close_storage` for the storage of an Optuna study (:func:`open_study`'s or any other)."""
+    close_storage(study._storage)
 
 
 def _rdb_storage(url: str, engine_kwargs, kwargs, attempts: int = 6):
@@ -223,7 +219,6 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
         with contextlib.suppress(Exception):  # the study's own error is the one to report
             close_storage(st)  # a refused study leaves no connection behind
         raise
-    _STORAGES[study] = st
     return study
 
 

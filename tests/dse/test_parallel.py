@@ -20,17 +20,6 @@ from dse.search.study import budget_state, close_storage, close_study, open_stud
 from dse.search.studyfile import load_study
 from studyfiles import edit, with_strategy
 
-#: storages a check opened itself (not through open_study), closed after each test
-_opened: list = []
-
-
-@pytest.fixture(autouse=True)
-def _close_opened():
-    yield
-    while _opened:
-        close_storage(_opened.pop())
-
-
 SLOW_STUDY = """
 [study]
 name = "{name}"
@@ -256,9 +245,7 @@ def _check_hybrid(spec, storage, budget, killed=None):
     _check_exact(spec, storage, budget)
     from dse.search.study import open_storage, storage_url
 
-    store = open_storage(storage_url(spec, storage))
-    _opened.append(store)
-    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=store)
+    outer = optuna.load_study(study_name=f"{spec.name}.training", storage=open_storage(storage_url(spec, storage)))
     trained = [t for t in outer.get_trials() if t.user_attrs.get("trained") and t.state == TrialState.COMPLETE]
     keys = [tuple(sorted(t.params.items())) for t in trained]
     assert len(keys) == len(set(keys)), "a training setting was trained twice"
