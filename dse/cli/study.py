@@ -106,30 +106,34 @@ def run(
         typer.echo(f"accuracy noise: {res['distinguishable']} of the {res['front']} front points are distinguishable "
                    f"by the paired-seed test (dse pareto --noise-aware); each front point rests on {seeds}")
     from dse.search.strategies import strategy_class
-    from dse.search.study import open_study, storage_url
+    from dse.search.study import close_study, open_study, storage_url
 
     strat = strategy_class(res.get("strategy", spec.strategy))
     url = storage_url(spec, storage, journal=workers > 1)
     stored = open_study(spec, url, create=False) if res["finished"] or res.get("exhausted") else None
-    if res["complete"]:
-        summary = strat.run_summary(spec, stored)
-        if summary:
-            typer.echo(f"{spec.name}: {summary}")
-    if stored is not None:
-        from dse.results.views import diverged_settings
+    try:
+        if res["complete"]:
+            summary = strat.run_summary(spec, stored)
+            if summary:
+                typer.echo(f"{spec.name}: {summary}")
+        if stored is not None:
+            from dse.results.views import diverged_settings
 
-        k = len(diverged_settings(spec, stored))
-        if k:
-            typer.echo(f"{spec.name}: {k} training setting{'s' if k > 1 else ''} diverged on a surrogate seed "
-                       "(non-finite loss or accuracy at chance): their trials failed, no front or mean includes "
-                       f"them; the seeds and runs: dse status {study_file}")
-    if res.get("exhausted"):
-        typer.echo(res.get("stop_reason") or strat.ended(spec, stored), err=True)
-    if res["interrupted"]:
-        typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
-        raise typer.Exit(130)
-    if not res["complete"] and stored is not None:
-        _all_failed(spec, stored, study_file)
+            k = len(diverged_settings(spec, stored))
+            if k:
+                typer.echo(f"{spec.name}: {k} training setting{'s' if k > 1 else ''} diverged on a surrogate seed "
+                           "(non-finite loss or accuracy at chance): their trials failed, no front or mean includes "
+                           f"them; the seeds and runs: dse status {study_file}")
+        if res.get("exhausted"):
+            typer.echo(res.get("stop_reason") or strat.ended(spec, stored), err=True)
+        if res["interrupted"]:
+            typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
+            raise typer.Exit(130)
+        if not res["complete"] and stored is not None:
+            _all_failed(spec, stored, study_file)
+    finally:  # its database connections (PostgreSQL: server connections)
+        if stored is not None:
+            close_study(stored)
 
 
 def _unused_options(spec, runs: Optional[int] = None) -> None:
@@ -258,11 +262,12 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
 
     every = columns is not None and columns.strip() == "all"
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns and not every else None
-    study = dse.open_study(spec, storage=storage)
-    if fmt != "table":
-        _emit(study.front_rows(columns=cols, sort=sort, limit=limit, where=where or [], noise_aware=noise_aware), fmt)
-        return
-    rows = study.front_rows(columns=cols, sort=sort, where=where or [], noise_aware=noise_aware)
+    with dse.open_study(spec, storage=storage) as study:
+        if fmt != "table":
+            _emit(study.front_rows(columns=cols, sort=sort, limit=limit, where=where or [], noise_aware=noise_aware),
+                  fmt)
+            return
+        rows = study.front_rows(columns=cols, sort=sort, where=where or [], noise_aware=noise_aware)
     left = {"constant": {}, "empty": [], "other": []}
     shown = list(rows[0]) if rows else []
     if rows and cols is None and not every:
@@ -307,12 +312,12 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
 
     spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna and seaborn
     folder = check_folder(out or (study_file.resolve().parent / f"{spec.name}-plots"), "--out")
+    import dse
     from dse.figures.plots import make_plots
-    from dse.search.study import open_study
 
-    study = open_study(spec, storage, create=False)
-    with writing_folder(folder, "--out") as tmp:  # the figures move in once all are drawn
-        files = make_plots(study, spec, tmp, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
+    with dse.open_study(spec, storage=storage) as study, writing_folder(folder, "--out") as tmp:
+        # the figures move in once all are drawn
+        files = make_plots(study.optuna, spec, tmp, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
     for f in files:
         typer.echo(str(folder / f.name))
 

@@ -53,12 +53,13 @@ def show(
     spec = load_spec(study_file)
     from dse.results.formats import si_scale
     from dse.results.views import trial_detail, unit_of
-    from dse.search.study import open_study
 
     if trial < 0:
         raise UsageError(f"TRIAL: must be a trial number >= 0, got {trial}")
-    study = open_study(spec, storage, create=False)
-    d = trial_detail(study, spec, trial, model=model, layers=layers)
+    import dse
+
+    with dse.open_study(spec, storage=storage) as study:
+        d = trial_detail(study.optuna, spec, trial, model=model, layers=layers)
     if fmt == "json":
         typer.echo(json_text(d, indent=2, default=float))
         return
@@ -202,11 +203,11 @@ def report(
     spec = load_spec(study_file)
     path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
     check_file(path, "--out")  # before the figures are drawn
+    import dse
     from dse.figures.report import build_report
-    from dse.search.study import open_study
 
-    study = open_study(spec, storage, create=False)
-    typer.echo(str(build_report(spec, study, path, storage=storage, noise_aware=noise_aware)))
+    with dse.open_study(spec, storage=storage) as study:
+        typer.echo(str(build_report(spec, study.optuna, path, storage=storage, noise_aware=noise_aware)))
 
 
 def _emit_rows(rows: list[dict], fmt: str) -> None:
@@ -238,9 +239,10 @@ def compare(
     """Fronts of several studies on the same objectives: hypervolume at one common reference point (per
     objective the least demanding of the studies' own), and how many of each study's front points another's
     front dominates."""
+    import dse
     from dse.results.compare import compare as run_compare
     from dse.results.views import label_of, natural_direction
-    from dse.search.study import hv_reference, load_points, open_study
+    from dse.search.study import hv_reference
 
     _check_format(fmt)
     if len(study_files) < 2:
@@ -258,10 +260,10 @@ def compare(
     directions = [natural_direction(m) for m in objs]
     entries = []
     for f, spec in zip(study_files, specs):
-        study = open_study(spec, None, create=False)
-        ref_all = dict(zip(spec.metrics, hv_reference(spec)))
-        ref = _reference_for(spec, objs, ref_all)
-        entries.append((spec.name, spec, load_points(study, spec), ref))
+        with dse.open_study(spec) as study:
+            points = study.points()
+        ref = _reference_for(spec, objs, dict(zip(spec.metrics, hv_reference(spec))))
+        entries.append((spec.name, spec, points, ref))
     res = run_compare(entries, objs, directions)
     if plot is not None:
         from dse.config.outputs import writing

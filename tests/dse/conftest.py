@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import optuna
 import pytest
+import sqlalchemy
 
 from studyfiles import write_study
 
@@ -39,3 +41,20 @@ def ran_study(tmp_path_factory) -> Path:
         else:
             os.environ["DSE_CACHE_DIR"] = old
     return p
+
+
+@pytest.fixture
+def connections(monkeypatch):
+    """Every RDB storage made from now on (held, so that their collection cannot close them instead), and the
+    database connections their engines open and close (SQLAlchemy's pool events)."""
+    made, opened, closed = [], [], []
+    init = optuna.storages.RDBStorage.__init__
+
+    def recording(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+        sqlalchemy.event.listen(self.engine, "connect", lambda conn, rec: opened.append(conn))
+        sqlalchemy.event.listen(self.engine, "close", lambda conn, rec: closed.append(conn))
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
+    return made, opened, closed

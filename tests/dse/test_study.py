@@ -7,7 +7,6 @@ import tomllib
 
 import optuna
 import pytest
-import sqlalchemy
 
 from dse.cli import main
 from dse.config.configuration import load_configuration
@@ -238,23 +237,6 @@ def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
     assert len(open_study(spec, create=False).get_trials()) == 2
 
 
-@pytest.fixture
-def connections(monkeypatch):
-    """Every RDB storage made from now on (held, so that their collection cannot close them instead), and the
-    database connections their engines open and close (SQLAlchemy's pool events)."""
-    made, opened, closed = [], [], []
-    init = optuna.storages.RDBStorage.__init__
-
-    def recording(self, *a, **k):
-        init(self, *a, **k)
-        made.append(self)
-        sqlalchemy.event.listen(self.engine, "connect", lambda conn, rec: opened.append(conn))
-        sqlalchemy.event.listen(self.engine, "close", lambda conn, rec: closed.append(conn))
-
-    monkeypatch.setattr(optuna.storages.RDBStorage, "__init__", recording)
-    return made, opened, closed
-
-
 @pytest.mark.parametrize("strategy", ["joint", "hybrid"])
 def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, connections,
                                                                                    strategy):
@@ -277,6 +259,37 @@ def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_ope
         # the read connected, and keeps its connection until the block ends
         assert opened and not {id(c) for c in opened} & {id(c) for c in closed}
     assert {id(c) for c in opened} <= {id(c) for c in closed}
+
+
+READS = {  # each command that reads a stored study, its arguments after the study file (out: a tmp path)
+    "run": [],  # the second run: the budget is reached; its summary reads the stored study
+    "status": [],
+    "pareto": ["--format", "json"],
+    "show": ["0", "--format", "json"],
+    "export": ["--format", "json"],
+    "plot": ["--out", "{out}"],
+    "report": ["--out", "{out}.html"],
+    "compare": ["{other}"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(READS))
+def test_every_command_reading_a_study_closes_its_database_connections(study_file, tmp_path, connections, cli,
+                                                                       command):
+    """`dse run`'s summary and the read commands close the storage they open when they are done (on
+    PostgreSQL a server connection each; in a notebook or a long-lived process they would stay open)."""
+    made, opened, closed = connections
+    other = tmp_path / "other" / "tiny.toml"
+    other.parent.mkdir()
+    other.write_text(study_file.read_text().replace('name = "tiny"', 'name = "other"', 1))
+    for f in (study_file, other) if command == "compare" else (study_file,):
+        assert run(load_study(f), trials=4)["complete"] == 4
+    del made[:], opened[:], closed[:]
+    args = [a.format(out=tmp_path / "out", other=other) for a in READS[command]]
+    r = cli(command, study_file, *args, *(["--trials", "4", "--quiet"] if command == "run" else []))
+    assert r.returncode == 0, r.stderr
+    assert made and opened  # the command read the study through a database storage
+    assert {id(c) for c in opened} <= {id(c) for c in closed}, f"dse {command} left a connection open"
 
 
 def test_a_study_dropped_without_closing_closes_its_connections_when_collected(study_file):
