@@ -6,6 +6,7 @@ starts a server on loopback and sets it, see .ci/run); elsewhere they are skippe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -75,6 +76,20 @@ def _cli(*args, env=None):
                             stderr=subprocess.PIPE, text=True, env=env or os.environ.copy())
 
 
+@contextlib.contextmanager
+def _reaped(*procs):
+    """On a failure inside the block, the processes still running are killed and waited for: no worker is
+    left running into the next test, and the failure reported is the test's own."""
+    try:
+        yield
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        raise
+
+
 def _wait_running(spec, storage, timeout=60):
     t0 = time.time()
     st = None
@@ -94,6 +109,35 @@ def _wait_running(spec, storage, timeout=60):
         if st is not None:
             close_study(st)  # a study opened per poll would leave a database connection per poll
     raise AssertionError("no trial started")
+
+
+def _state(spec, storage, trial, outer=False):
+    """``trial``'s state as stored now (``outer``: a trial of the hybrid's study of training settings)."""
+    from dse.search.study import open_storage, storage_url
+
+    store = open_storage(storage_url(spec, storage))
+    try:
+        name = f"{spec.name}.training" if outer else spec.name
+        return optuna.load_study(study_name=name, storage=store).get_trials(deepcopy=False)[trial.number].state
+    finally:
+        close_storage(store)
+
+
+def _kill_mid_trial(spec, storage, wait, outer=False, attempts=20):
+    """SIGKILL the worker of a trial ``wait(spec, storage)`` found running, *while* it runs, and return that
+    trial. The worker is stopped (SIGSTOP) and the trial read again before the kill: a trial that ended between
+    the first read and the kill (a window of milliseconds in a second's training) would otherwise be taken for
+    the killed one, and the test would fail on a completed trial. If it ended, the worker goes on (SIGCONT) and
+    another running trial is waited for."""
+    for _ in range(attempts):
+        victim = wait(spec, storage)
+        pid = int(victim.user_attrs["worker"].split(":")[1])
+        os.kill(pid, signal.SIGSTOP)
+        if _state(spec, storage, victim, outer) == TrialState.RUNNING:
+            os.kill(pid, signal.SIGKILL)
+            return victim
+        os.kill(pid, signal.SIGCONT)
+    raise AssertionError(f"no trial still running when its worker was stopped, in {attempts} tries")
 
 
 def _check_exact(spec, storage, budget, killed=None):
@@ -135,8 +179,8 @@ def test_a_sigkilled_local_worker_has_its_trial_retried(tmp_path):
     f = _study(tmp_path, trials=6)
     spec = load_study(f)
     p = _cli("run", str(f), "--workers", "2", "--quiet")
-    victim = _wait_running(spec, f"journal:///{tmp_path / 'slow.journal'}")
-    os.kill(int(victim.user_attrs["worker"].split(":")[1]), signal.SIGKILL)
+    with _reaped(p):
+        victim = _kill_mid_trial(spec, f"journal:///{tmp_path / 'slow.journal'}", _wait_running)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     _check_exact(spec, None, 6, killed=victim)
@@ -216,15 +260,16 @@ def test_a_sigkilled_postgres_worker_has_its_trial_retried(tmp_path):
     _check_exact(spec, PG, 6, killed=victim)
 
 
-def _three_workers_one_killed(f, spec, wait):
+def _three_workers_one_killed(f, spec, wait, outer=False):
     """Three `dse worker` processes on PostgreSQL (heartbeat 1 s); the one running the trial ``wait``
-    returns is SIGKILLed; the others must finish cleanly, never printing the password."""
+    returns is SIGKILLed while it runs (``outer``: a training setting of the hybrid); the others must finish
+    cleanly, never printing the password."""
     close_study(open_study(spec, PG, create=True))
     procs = [_cli("worker", str(f), "--storage", PG, "--index", str(i), "--quiet", "--heartbeat", "1")
              for i in range(3)]
-    victim = wait(spec, PG)
+    with _reaped(*procs):
+        victim = _kill_mid_trial(spec, PG, wait, outer=outer)
     pid = int(victim.user_attrs["worker"].split(":")[1])
-    os.kill(pid, signal.SIGKILL)
     for p in procs:
         out, err = p.communicate(timeout=300)
         if p.pid != pid:
@@ -300,5 +345,5 @@ def test_three_postgres_workers_on_a_hybrid_study_one_killed_mid_training(tmp_pa
     name = _fresh_pg_name("pghyb")
     f = _hybrid_study(tmp_path, name=name, trials=12, front_size=1)  # 12 settings: work left after the kill
     spec = load_study(f)
-    victim = _three_workers_one_killed(f, spec, _wait_training)
+    victim = _three_workers_one_killed(f, spec, _wait_training, outer=True)
     _check_hybrid(spec, PG, 12, killed=victim)
