@@ -217,17 +217,19 @@ def test_kg_without_a_horizon_chooses_as_the_shipped_rule():
     assert any(differs)
 
 
-def test_a_startup_below_one_is_refused_in_one_line(monkeypatch, capsys):
+@pytest.mark.parametrize("args, message", [
+    (["--startup", "0"], "--startup: 0; at least 1 (the first setting is always drawn at random)"),
+    (["--first-seed", "-1"], "--first-seed: must be an integer from 0 to 1000000, got -1"),
+])
+def test_a_bad_option_is_refused_in_one_line(monkeypatch, capsys, args, message):
     import sys
 
     hv = _bench()
-    monkeypatch.setattr(sys, "argv", ["hvi_variants.py", "--study", str(ROOT / "studies" / "quickstart.toml"),
-                                      "--startup", "0"])
+    monkeypatch.setattr(sys, "argv", ["hvi_variants.py", "--study", str(ROOT / "studies" / "quickstart.toml"), *args])
     with pytest.raises(SystemExit) as e:
         hv.main()
     err = capsys.readouterr().err
-    assert e.value.code == 2 and err.strip() == ("hvi_variants: error: --startup: 0; at least 1 (the first setting "
-                                                 "is always drawn at random)")
+    assert e.value.code == 2 and err.strip() == f"hvi_variants: error: {message}"
 
 
 def test_fit_variants_use_the_shipped_model_fitted_on_a_seeded_random_draw(study_file):
