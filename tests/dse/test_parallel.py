@@ -111,32 +111,38 @@ def _wait_running(spec, storage, timeout=60):
     raise AssertionError("no trial started")
 
 
-def _state(spec, storage, trial, outer=False):
-    """``trial``'s state as stored now (``outer``: a trial of the hybrid's study of training settings)."""
-    from dse.search.study import open_storage, storage_url
-
-    store = open_storage(storage_url(spec, storage))
-    try:
-        name = f"{spec.name}.training" if outer else spec.name
-        return optuna.load_study(study_name=name, storage=store).get_trials(deepcopy=False)[trial.number].state
-    finally:
-        close_storage(store)
-
-
 def _kill_mid_trial(spec, storage, wait, outer=False, attempts=20):
     """SIGKILL the worker of a trial ``wait(spec, storage)`` found running, *while* it runs, and return that
-    trial. The worker is stopped (SIGSTOP) and the trial read again before the kill: a trial that ended between
-    the first read and the kill (a window of milliseconds in a second's training) would otherwise be taken for
-    the killed one, and the test would fail on a completed trial. If it ended, the worker goes on (SIGCONT) and
-    another running trial is waited for."""
-    for _ in range(attempts):
-        victim = wait(spec, storage)
-        pid = int(victim.user_attrs["worker"].split(":")[1])
-        os.kill(pid, signal.SIGSTOP)
-        if _state(spec, storage, victim, outer) == TrialState.RUNNING:
-            os.kill(pid, signal.SIGKILL)
-            return victim
-        os.kill(pid, signal.SIGCONT)
+    trial (``outer``: a training setting of the hybrid's study of them). The worker is stopped (SIGSTOP) and
+    the trial read again before the kill: a trial that ended between the first read and the kill (a window of
+    milliseconds in a second's training) would otherwise be taken for the killed one, and the test would fail
+    on a completed trial. If it ended, the worker goes on (SIGCONT) and another running trial is waited for.
+    The study is opened before any worker is stopped (opening a journal takes its lock, which the stopped
+    worker may hold), and a stopped worker is always let go or killed."""
+    from dse.search.study import open_storage, storage_url
+
+    store, study = open_storage(storage_url(spec, storage)), None
+    try:
+        for _ in range(attempts):
+            victim = wait(spec, storage)
+            if study is None:
+                study = optuna.load_study(study_name=f"{spec.name}.training" if outer else spec.name, storage=store)
+            pid = int(victim.user_attrs["worker"].split(":")[1])
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:  # the worker has ended since: so has its trial
+                continue
+            try:
+                running = study.get_trials(deepcopy=False)[victim.number].state == TrialState.RUNNING
+            except BaseException:
+                os.kill(pid, signal.SIGCONT)
+                raise
+            if running:
+                os.kill(pid, signal.SIGKILL)
+                return victim
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        close_storage(store)
     raise AssertionError(f"no trial still running when its worker was stopped, in {attempts} tries")
 
 
