@@ -52,14 +52,15 @@ def show(
     _check_format(fmt)
     spec = load_spec(study_file)
     from dse.results.formats import si_scale
-    from dse.results.views import trial_detail, unit_of
+    from dse.results.views import find_trial, frozen_trial_detail, unit_of
 
     if trial < 0:
         raise UsageError(f"TRIAL: must be a trial number >= 0, got {trial}")
     import dse
 
     with dse.open_study(spec, storage=storage) as study:
-        d = trial_detail(study.optuna, spec, trial, model=model, layers=layers)
+        t = find_trial(study.optuna, trial)
+    d = frozen_trial_detail(t, spec, model=model, layers=layers)  # the breakdown holds no connection
     if fmt == "json":
         typer.echo(json_text(d, indent=2, default=float))
         return

@@ -24,8 +24,8 @@ from dse.evaluation.evaluator import evaluate_hardware
 from dse.evaluation.workloads import model_key, technology, training_ops
 
 __all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table",
-           "find_trial", "status_summary", "recent_line", "CONVERGED_GAIN", "MIN_SETTINGS", "front_rows",
-           "metric_order", "trial_rows", "data_frame", "table_columns", "display_table", "left_out_note",
+           "frozen_trial_detail", "find_trial", "status_summary", "recent_line", "CONVERGED_GAIN", "MIN_SETTINGS",
+           "front_rows", "metric_order", "trial_rows", "data_frame", "table_columns", "display_table", "left_out_note",
            "table_headers", "proxy_note", "pareto_rows"]
 
 _GEMM = ("fwd", "igrad", "wgrad")
@@ -132,9 +132,15 @@ def find_trial(study, number: int):
 
 
 def trial_detail(study, spec, number: int, *, model: str | None = None, layers: bool = False) -> dict:
-    """Everything stored and derivable about one trial: state, knobs (requested), metrics, the per-model
-    breakdown recomputed from its configuration, and, with ``layers``, :func:`layer_table` per model."""
-    t = find_trial(study, number)
+    """Everything stored and derivable about trial ``number`` of ``study``: :func:`frozen_trial_detail` of it."""
+    return frozen_trial_detail(find_trial(study, number), spec, model=model, layers=layers)
+
+
+def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = False) -> dict:
+    """Everything stored and derivable about one trial (an Optuna ``FrozenTrial``, read before its storage
+    was closed: the breakdown needs no storage): state, knobs (requested), metrics, the per-model breakdown
+    recomputed from its configuration, and, with ``layers``, :func:`layer_table` per model."""
+    number = t.number
     state = t.state.name.lower()
     out: dict = {"trial": number, "state": state, "params": dict(t.params)}
     if state != "complete" or "config" not in t.user_attrs:

@@ -292,6 +292,27 @@ def test_every_command_reading_a_study_closes_its_database_connections(study_fil
     assert {id(c) for c in opened} <= {id(c) for c in closed}, f"dse {command} left a connection open"
 
 
+def test_show_costs_its_breakdown_with_no_database_connection_open(study_file, connections, cli, monkeypatch):
+    """`dse show --layers` recomputes the trial's breakdown (the per-layer table takes a while) after it has
+    read the trial and closed the study, not while holding a connection (a server's, on PostgreSQL)."""
+    import dse.results.views as views
+
+    made, opened, closed = connections
+    assert run(load_study(study_file), trials=2)["complete"] == 2
+    del made[:], opened[:], closed[:]
+    held = []
+    real = views.evaluate_hardware
+
+    def costing(*a, **k):
+        held.append({id(c) for c in opened} - {id(c) for c in closed})
+        return real(*a, **k)
+
+    monkeypatch.setattr(views, "evaluate_hardware", costing)
+    r = cli("show", study_file, "1", "--layers", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert opened and held == [set()]  # the study was read, and closed before the breakdown
+
+
 def test_a_study_dropped_without_closing_closes_its_connections_when_collected(study_file):
     """A study a notebook drops (never closed) has its pool closed by the collector through the storage,
     not connection by connection by the driver's finalizer (psycopg warns for each)."""
