@@ -9,7 +9,8 @@ copies readable, and storage faults (disk full, read-only, permission) named for
 - :class:`SafeJournalFileBackend` is Optuna's journal file backend whose appends are all-or-nothing: a
   write cut short (disk full, file size limit) is truncated back before the error propagates.
   :func:`repair_journal` fixes a file damaged before (a crash mid-write, an older version): it keeps every
-  complete record, drops the torn bytes (saved beside the file as ``<file>.dropped``) and says so.
+  complete record, drops the torn bytes (saved beside the file as ``<file>.dropped``) and says so; a file
+  that does not begin as a journal does (a study file or a database given by mistake) is refused, untouched.
 - :func:`readable_copy` gives a read-only command a private snapshot of a SQLite study that sits on a
   read-only file system or folder (SQLite's write-ahead log needs side files beside the database).
 - :func:`fault_of` recognizes disk-full, quota, file-size-limit, read-only and permission errors in an
@@ -317,15 +318,19 @@ def SafeJournalFileBackend(path: str):  # named like a class: its class is made 
     return _BACKEND(path, lock_obj=_lock(path))
 
 
+#: how every record of an Optuna journal begins (its first key)
+_RECORD_START = b'{"op_code"'
+
+
 def _salvage(line: bytes) -> bytes | None:
     """The complete record at the end of a damaged line (a torn record followed by a good one), if any."""
-    start = line.rfind(b'{"op_code"')
+    start = line.rfind(_RECORD_START)
     while start > 0:
         try:
             json.loads(line[start:])
             return line[start:]
         except ValueError:
-            start = line.rfind(b'{"op_code"', 0, start)
+            start = line.rfind(_RECORD_START, 0, start)
     return None
 
 
@@ -333,7 +338,16 @@ def repair_journal(path: str | Path) -> str | None:
     """Drop the torn bytes of a journal file, keeping every complete record; returns what was done (None when
     the file is whole). The dropped bytes are appended to ``<file>.dropped``."""
     path = str(path)
-    if not os.path.isfile(path) or not os.access(path, os.W_OK):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_RECORD_START))
+    except OSError:  # no such file (a new journal) or unreadable (the storage's open says so)
+        return None
+    if head != _RECORD_START[:len(head)]:  # not even a torn journal: never "repaired" (emptied)
+        raise UsageError(f"--storage: {path} is not an Optuna journal (it does not begin with a journal record) and "
+                         "was left as it is; give a journal file (new, or one a study wrote: journal:///FILE.log) "
+                         "or another storage")
+    if not os.access(path, os.W_OK):  # read-only: read as it is
         return None
     from optuna.storages.journal._file import get_lock_file
 

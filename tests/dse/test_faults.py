@@ -230,6 +230,26 @@ def test_a_journal_with_a_torn_last_record_is_repaired_and_resumed(tmp_path):
     assert all(_snapshot(spec, url)[n] == v for n, v in kept.items()) and len(trials) >= 5
 
 
+@pytest.mark.parametrize("command", ["status", "run"])
+def test_a_file_that_is_no_journal_given_as_one_is_refused_and_left_as_it_is(tmp_path, command):
+    """A study's database (or its study file) given as --storage journal:///... by mistake: the repair of torn
+    records would have taken every line for torn and emptied the file (the bytes moved to <file>.dropped)."""
+    f = _study(tmp_path)
+    spec = load_study(f)
+    url, db = _storage_file("sqlite", tmp_path)
+    run(spec, storage=url, trials=2)
+    kept = _snapshot(spec, url)
+    for target in (db, f):
+        before = target.read_bytes()
+        code, err = dse_inproc(command, f, "--storage", f"journal:///{target}",
+                               *(["-q", "--trials", "3"] if command == "run" else []))
+        assert code == 2
+        line = one_error_line(err)
+        assert "is not an Optuna journal" in line and str(target) in line and "Traceback" not in err
+        assert target.read_bytes() == before and not Path(f"{target}.dropped").exists()
+    assert _snapshot(spec, url) == kept
+
+
 def test_a_journal_already_appended_after_a_torn_record_keeps_every_complete_record(tmp_path):
     """A file damaged by an older version (records appended after the torn one) loses only the torn bytes."""
     from dse.search.storage import repair_journal
