@@ -275,12 +275,12 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     n = len(rows) if all_rows else (limit or DEFAULT_ROWS)
     hidden = max(0, len(rows) - n)
     rows = rows[:n]
+    from dse.cli.output import fit_table, terminal_width
+
+    width = terminal_width()
     if not rows:
         typer.echo("(none)")
     else:
-        from dse.cli.output import fit_table, terminal_width
-
-        width = terminal_width()
         default = cols is None and not every
         headers, cells, numeric = display_table(spec, rows, shown, short=default)
         lines, dropped = fit_table(headers, cells, numeric, width, drop=default)
@@ -289,7 +289,7 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
         note = left_out_note(left, hidden, len(rows) + hidden, [shown[i] for i in dropped])
         if note:
             _note(note, width)
-    _note(proxy_note(spec, rows), terminal_width())
+    _note(proxy_note(spec, rows), width)
 
 
 def _note(text: str, width: int) -> None:

@@ -119,6 +119,15 @@ def test_rows_beyond_the_limit_are_counted(cli, noisy, monkeypatch):
     assert cli("pareto", noisy, "--all", "--limit", "2").returncode == 2
 
 
+@pytest.mark.parametrize("extra", [["--where", "speedup>=1e9"], ["--where", "speedup>=1e9", "--noise-aware"]])
+def test_a_front_with_no_row_left_prints_none(cli, noisy, extra):
+    """No point passes the filter: the table says so and the command succeeds (the notes under it need the
+    terminal's width, which only the branch with rows used to read)."""
+    r = cli("pareto", noisy, *extra)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "(none)" and "proxy task" in " ".join(r.stderr.split())
+
+
 def test_columns_all_is_the_full_table(cli, noisy, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     rows = json.loads(cli("pareto", noisy, "--format", "json").stdout)
