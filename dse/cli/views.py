@@ -110,15 +110,16 @@ def show(
     typer.echo("")
     typer.echo("per model (time per step for plain BP on the reference, and this design's BP-phase and "
                "GP-phase steps; DRAM traffic per step; the job's energy by component)")
-    from accel.schedule import ENERGY_KEYS
+    from dse.evaluation.evaluator import energy_components
 
+    parts = energy_components(d["models"])  # one accelerator's (mac ... leakage), several's (dynamic, link ...)
     names = {"speedup_same_hw": "same_hw", "step_ms_bp_ref": "step_ref", "step_ms_scheme_bp": "step_bp",
              "step_ms_gp": "step_gp", "dram_gb_per_step_bp": "dram_bp", "dram_gb_per_step_gp": "dram_gp",
-             "energy_j": "energy", **{f"energy_j_{k}": k for k in ENERGY_KEYS}}
+             "energy_j": "energy", **{f"energy_j_{k}": k for k in parts}}
     units = {"speedup": "x", "speedup_same_hw": "x", "step_ms_bp_ref": "ms", "step_ms_scheme_bp": "ms",
              "step_ms_gp": "ms", "dram_gb_per_step_bp": "GB", "dram_gb_per_step_gp": "GB", "energy_j": "J",
-             **{f"energy_j_{k}": "J" for k in ENERGY_KEYS}}
-    echo_unit_table([{c: r[c] for c in ["model", *units]} for r in d["models"]], units, names,
+             **{f"energy_j_{k}": "J" for k in parts}}
+    echo_unit_table([{c: r.get(c) for c in ["model", *units]} for r in d["models"]], units, names,
                     columns=["model", *units])
     if layers:
         typer.echo("")

@@ -35,7 +35,8 @@ from dse.evaluation import metrics as registry
 from dse.evaluation.multi_accelerator import evaluate_parallel
 from dse.evaluation.workloads import model_key, reference_job, scheme_plan_of, technology, training_ops
 
-__all__ = ["evaluate", "evaluate_hardware", "hardware_metrics", "training_metrics", "model_cost", "ModelCost"]
+__all__ = ["evaluate", "evaluate_hardware", "hardware_metrics", "training_metrics", "model_cost", "ModelCost",
+           "energy_components"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,17 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             **{f"energy_j_ref_{k}": float(ref.energy_j[k]) for k in ENERGY_KEYS},
         })
     return _summary(cfg, rows, tech, gp_fraction)
+
+
+def energy_components(rows: list[dict]) -> list[str]:
+    """The components of the job's energy that :func:`evaluate_hardware`'s model ``rows`` break it into (a row
+    holds ``energy_j_<component>``): one accelerator's ``ENERGY_KEYS`` (mac, rf, ..., leakage), a job over
+    several accelerators' dynamic, leakage and link; every row's, in first-seen order."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        seen.update((k[len("energy_j_"):], None) for k in r
+                    if k.startswith("energy_j_") and k != "energy_j_ref" and not k.startswith("energy_j_ref_"))
+    return list(seen)
 
 
 def _evaluate_pipeline(cfg: Configuration, gp_fraction: float) -> dict:

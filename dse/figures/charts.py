@@ -394,21 +394,20 @@ def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
 
     import matplotlib.pyplot as plt
 
-    from accel.schedule import ENERGY_KEYS
     from dse.config.configuration import Configuration
-    from dse.evaluation.evaluator import evaluate_hardware
+    from dse.evaluation.evaluator import energy_components, evaluate_hardware
 
-    bars = []
     cfg0 = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(scheme="bp"))
-    r0 = evaluate_hardware(cfg0, 0.0)["models"]
-    bars.append(("reference, plain BP", {k: sum(r[f"energy_j_{k}"] for r in r0) for k in ENERGY_KEYS}))
-    for name, (config, gpf) in chosen:
-        rows = evaluate_hardware(Configuration.from_dict(config), gpf)["models"]
-        bars.append((name, {k: sum(r[f"energy_j_{k}"] for r in rows) for k in ENERGY_KEYS}))
+    runs = [("reference, plain BP", evaluate_hardware(cfg0, 0.0)["models"])]
+    runs += [(name, evaluate_hardware(Configuration.from_dict(config), gpf)["models"])
+             for name, (config, gpf) in chosen]
+    # one accelerator's components (mac ... leakage), or a job over several accelerators' (dynamic, link ...)
+    keys = energy_components([r for _, rows in runs for r in rows])
+    bars = [(name, {k: sum(r.get(f"energy_j_{k}", 0.0) for r in rows) for k in keys}) for name, rows in runs]
     fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(bars) + 2.5), 4.2))
-    col = colours(list(ENERGY_KEYS))
+    col = colours(keys)
     bottom = np.zeros(len(bars))
-    for k in ENERGY_KEYS:
+    for k in keys:
         vals = np.array([b[1][k] for b in bars])
         ax.bar(range(len(bars)), vals, bottom=bottom, color=col[k], label=k, width=0.65)
         bottom += vals

@@ -93,6 +93,37 @@ def test_parallel_knobs_are_searched_like_any_other(tmp_path):
     assert all(t.user_attrs["metrics"]["throughput"] > 0 for t in done) and seen
 
 
+def test_show_plot_and_report_read_a_study_over_several_accelerators(tmp_path):
+    """A job over several accelerators breaks its energy into dynamic, leakage and link, not one accelerator's
+    mac ... leakage: `dse show` (with --layers), `dse plot` and `dse report` show those (a KeyError before)."""
+    from dse.figures.charts import energy_breakdown
+    from dse.search.runner import run_study as run
+
+    text = FAST_STUDY.replace("trials = 12", "trials = 2") + "\n[parallel]\nstages = 2\nmicrobatches = 4\n"
+    f = write_study(tmp_path, text)
+    spec = load_study(f)
+    assert run(spec)["complete"] == 2
+    code, out, err = _dse("show", str(f), "0", "--layers")
+    assert code == 0, err
+    head = out.split("per model", 1)[1]
+    assert all(k in head for k in ("dynamic", "leakage", "link")) and "interpe" not in head
+    for cmd in (["plot", "--out", str(tmp_path / "plots")], ["report", "--out", str(tmp_path / "r.html")]):
+        code, out, err = _dse(cmd[0], str(f), *cmd[1:])
+        assert code == 0, err
+    d = json.loads(_dse("show", str(f), "0", "--format", "json")[1])
+    rows = d["models"]
+    from dse.evaluation.evaluator import energy_components
+
+    assert energy_components(rows) == ["dynamic", "leakage", "link"]
+    fig = energy_breakdown(spec, [("trial 0", (d["config"], d["metrics"]["gp_fraction"]))])
+    ax = fig.axes[0]
+    heights = {}
+    for bar in ax.patches:  # the stacked bars: each bar's components add up to the job's energy
+        x = round(bar.get_x() + bar.get_width() / 2)
+        heights[x] = heights.get(x, 0.0) + bar.get_height()
+    assert heights[1] == pytest.approx(sum(r["energy_j"] for r in rows), rel=1e-9)
+
+
 def test_space_parallel_needs_the_table_and_hybrid_refuses_it(tmp_path):
     text = FAST_STUDY + "\n[space.parallel]\nstages = [1, 2]\n"
     with pytest.raises(UsageError, match=r"space\.parallel: add a \[parallel\] table"):
