@@ -160,6 +160,8 @@ def layer(
         if gemm is not None or conv is not None:
             raise UsageError("--topology: give either --topology FILE or --gemm/--conv, not both")
         check_number(batch, "--batch")
+        if batch < 1:
+            raise UsageError(f"--batch: samples per GEMM, at least 1, got {batch}")
         if dataflow == "all":
             raise UsageError("--dataflow: with --topology name one dataflow")
         hw = _hardware(rows=rows, cols=cols, dataflow=dataflow, word_bytes=word_bytes, acc_bytes=acc_bytes,

@@ -57,6 +57,8 @@ def test_table_output():
     (["--gemm", "1", "2", "3", "--word-bytes", "0"], "--word-bytes"),
     (["--gemm", "1", "2", "3", "--dataflow", "rs"], "or all"),
     (["--gemm", "0", "2", "3"], "--gemm"),
+    (["--topology", "net.csv", "--batch", "0"], "--batch: samples per GEMM, at least 1"),
+    (["--topology", "net.csv", "-b", "-3"], "--batch"),
 ])
 def test_bad_input_raises_usage_error(args, pattern):
     res = runner.invoke(app, ["layer", *args])
