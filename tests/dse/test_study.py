@@ -204,7 +204,7 @@ def test_a_changed_file_is_refused_with_what_changed_and_nothing_is_lost(study_f
             code, out, err = _run_cli(capsys, *args)
             assert code == 2, (args, err)
             assert err.count("\n") == 1 and "was made from a different study file" in err, err
-            assert change in err and "--accept-changes" in err and "[study] name" in err, err
+            assert change in err and "dse run --accept-changes" in err and "[study] name" in err, err
     study_file.write_text(original)
     # --strategy overrides count too: joint trials are not appended to a hybrid study (and vice versa)
     code, out, err = _run_cli(capsys, "run", str(study_file), "--strategy", "hybrid", "--quiet")
