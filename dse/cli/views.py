@@ -256,6 +256,9 @@ def compare(
         objs = _metric_list(objectives, "--objectives")
     else:
         objs = [m for m in specs[0].metrics if all(m in s.metrics for s in specs[1:])]
+    if len(objs) < 2 and objectives:
+        raise UsageError(f"--objectives: a front needs two or more metrics, got {', '.join(objs)}; name them as "
+                         "--objectives M1,M2")
     if len(objs) < 2:
         raise UsageError("--objectives: the studies share fewer than two objectives; name two or more metrics "
                          "with --objectives M1,M2")

@@ -350,6 +350,8 @@ def test_compare_objectives_are_checked_against_the_registry(cli, studies):
     line = _refused(cli("compare", *studies, "--objectives", "nosuch,speedup"), "--objectives", "'nosuch'")
     assert all(m in line for m in names())
     _refused(cli("compare", *studies, "--objectives", "speedup,speedup"), "--objectives", "'speedup'", "twice")
+    line = _refused(cli("compare", *studies, "--objectives", "speedup"), "--objectives", "two or more", "speedup")
+    assert "share" not in line  # one metric named, not fewer shared by the studies
 
 
 # == library warnings ======================================================================================
