@@ -100,6 +100,9 @@ def open_storage(url: str, *, heartbeat: int | None = None):
                 raise UsageError("--storage: a journal URL needs a file: journal:///FILE.log")
             repair_journal(path)  # a record torn by a crash or a full disk: dropped, saying so
             return JournalStorage(SafeJournalFileBackend(path))
+        if re.match(r"^sqlite(\+\w+)?://", url) and url.split("://", 1)[1].split("?", 1)[0] in ("", "/", "/:memory:"):
+            raise UsageError(f"--storage: {url} names no file (an in-memory database keeps no study); a SQLite "
+                             "URL needs one: sqlite:///FILE.db")
         if not re.match(r"^(sqlite|postgresql|postgresql\+\w+|mysql|mysql\+\w+)://", url):
             raise UsageError(f"--storage: {mask_url(url)!r} is not a storage URL; use sqlite:///FILE.db, "
                              "postgresql://USER:PASSWORD@HOST/DB or journal:///FILE.log")

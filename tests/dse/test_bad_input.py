@@ -400,6 +400,9 @@ def test_storage_that_is_not_a_url_or_cannot_be_opened(tmp_path):
     p = write_study(tmp_path, FAST_STUDY)
     usage_error(tmp_path, "status", "--storage", "redis://dse:s3cret@h/0", p,
                 needles=("--storage", "not a storage URL", "sqlite:///", "postgresql://", "journal:///"))
+    for url in ("sqlite:///", "sqlite://", "sqlite:///:memory:"):  # no file: a study that would not be kept
+        usage_error(tmp_path, "run", "-q", "--storage", url, p, needles=("--storage", url, "names no file",
+                                                                        "sqlite:///FILE.db"))
     usage_error(tmp_path, "run", "-q", "--storage", f"sqlite:///{tmp_path}/no/such/folder/x.db", p,
                 needles=("no/such/folder/x.db", "cannot be used", "unable to open database file"))
 
