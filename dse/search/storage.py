@@ -239,6 +239,8 @@ def fault_of(exc: BaseException, path: Path | None = None) -> str | None:
         msg = str(e).lower()
         for needle, what in _MESSAGE_FAULTS:
             if needle in msg:
+                if needle.endswith("readonly database"):  # a read-only file system, or a file or folder this
+                    return _probe(path) or what  # user may not write: the file system tells which
                 return what
         if "disk i/o error" in msg or "unable to open database file" in msg or isinstance(e, OSError):
             generic = True

@@ -645,6 +645,23 @@ def test_a_raw_at_in_a_password_reaches_the_driver_whole():
 
 
 # == read-only ==========================================================================================
+def test_sqlites_readonly_database_on_a_writable_file_system_is_named_a_permission(tmp_path, monkeypatch):
+    """SQLite says "attempt to write a readonly database" for a file this user may not write as for a read-only
+    file system; the file system tells them apart (a test run as root cannot lose the permission: os.access
+    stands in for it)."""
+    from dse.search import storage
+
+    db = tmp_path / "tiny.db"
+    db.write_bytes(b"")
+    err = sqlite3.OperationalError("attempt to write a readonly database")
+    real = os.access
+    monkeypatch.setattr(storage.os, "access", lambda p, mode: False if Path(p) == db else real(p, mode))
+    assert storage.fault_of(err, db) == "permission denied"
+    monkeypatch.setattr(storage.os, "access", real)
+    assert storage.fault_of(err, db) == "the file system is read-only"  # nothing else seen: as SQLite says
+    assert storage.fault_of(err) == "the file system is read-only"
+
+
 def test_status_pareto_export_read_a_study_on_a_read_only_file_system(tmp_path):
     f = _study(tmp_path / "study")
     r = dse("run", f, "-q", "--trials", 3)
