@@ -36,10 +36,34 @@ __all__ = ["load_study", "run", "open_study", "Study", "evaluate", "configuratio
            "Configuration", "StudySpec", "Point"]
 
 
-def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = None, timeout: float | None = None,
-        workers: int | None = None, progress: Callable[[dict], None] | None = None, quiet: bool = True,
-        accept_changes: bool = False, sampler: Any = None, **kw: Any):
-    """Run (or resume) the study to its budget with its strategy (``spec.strategy``).
+def _integer(name: str, v: Any, lo: int) -> int | None:
+    """``v`` (None passes) checked as an integer >= ``lo``, the argument named as the CLI names its option."""
+    import numbers
+
+    if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo):
+        raise UsageError(f"{name}: must be an integer >= {lo}, got {v!r}")
+    return None if v is None else int(v)
+
+
+def _listed(v: Any) -> list | None:
+    """A list argument given as one string (``where="speedup>=1"``) is a list of that one string."""
+    return None if v is None else [v] if isinstance(v, str) else list(v)
+
+
+def _spec(spec: Any) -> StudySpec:
+    if isinstance(spec, (str, Path)):
+        return load_study(spec)
+    if not isinstance(spec, StudySpec):
+        raise UsageError(f"spec: a StudySpec (dse.load_study(path)) or the path of a study file, got "
+                         f"{type(spec).__name__}")
+    return spec
+
+
+def run(spec: StudySpec | str | Path, *, storage: str | None = None, trials: int | None = None,
+        timeout: float | None = None, workers: int | None = None, progress: Callable[[dict], None] | None = None,
+        quiet: bool = True, accept_changes: bool = False, sampler: Any = None, **kw: Any):
+    """Run (or resume) the study (a :class:`StudySpec` or the path of its file) to its budget with its strategy
+    (``spec.strategy``).
 
     ``workers`` (default: the file's ``[study] workers``, else 1) > 1 starts that many local ``dse worker``
     processes on one storage (by default a journal file beside the study file) sharing the budget exactly;
@@ -52,6 +76,13 @@ def run(spec: StudySpec, *, storage: str | None = None, trials: int | None = Non
     ``sampler``, in one process; or a sampler's name (:mod:`dse.search.samplers` lists them). Extra keyword
     arguments go to :func:`dse.search.runner.run_study` (``worker``, ``heartbeat``, ``stop``, ``strategy``).
     """
+    import numbers
+
+    spec = _spec(spec)
+    trials, workers = _integer("trials", trials, 1), _integer("workers", workers, 1)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+                                or not timeout >= 0):
+        raise UsageError(f"timeout: must be a number of seconds >= 0, got {timeout!r}")
     if trials is not None:
         spec = spec.with_overrides(trials=trials)
     workers = spec.workers if workers is None else workers
@@ -85,6 +116,9 @@ def open_study(spec: StudySpec | str | Path, *, storage: str | None = None) -> "
 
 def configuration(point: Point) -> Configuration:
     """The full configuration of a trial (what ``dse export`` writes and ``dse evaluate`` reads)."""
+    if not isinstance(point, Point):
+        raise UsageError(f"point: a Point (study.select(...), study.points()), got {type(point).__name__}; a "
+                         "configuration file is read with dse.load_configuration(path)")
     return Configuration.from_dict(point.config)
 
 
@@ -135,7 +169,7 @@ class Study:
               where: list[str] = (), noise_aware: bool = False):
         """The feasible Pareto front as a pandas DataFrame: ``trial``, the objectives, every other metric (an
         accuracy metric's standard error ``<metric>_se`` beside it and the number of surrogate ``seeds`` when
-        the trials recorded them; ``<metric>_std`` seed spreads when the study has several seeds), every knob
+        the trials recorded them; a seed spread is ``<metric>_se`` times the square root of ``seeds``), every knob
         (a bundle as its fields); best first in ``sort`` (default the first objective), filtered by ``where``
         (e.g. ``["accuracy_drop<=1"]``), at most ``limit`` rows, only ``columns`` (and ``trial``); ``noise_aware``:
         only the points distinguishable by the paired-seed test. A value a trial does not have is NaN."""
@@ -158,8 +192,8 @@ class Study:
         """:meth:`front` as a list of dicts (what ``dse pareto`` prints)."""
         from dse.results.views import pareto_rows
 
-        return pareto_rows(self.spec, self._study, columns=columns, sort=sort, limit=limit, where=list(where),
-                           noise_aware=noise_aware)
+        return pareto_rows(self.spec, self._study, columns=_listed(columns), sort=sort,
+                           limit=_integer("limit", limit, 1), where=_listed(where), noise_aware=noise_aware)
 
     def select(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
                pareto: bool = False) -> list[Point]:
@@ -169,13 +203,18 @@ class Study:
 
         if sum([knee, best is not None, pareto]) > 1:
             raise UsageError("export: choose one of knee, best, pareto")
-        return export_points(self.spec, self.points(), best=best, where=list(where), pareto=pareto)
+        where = _listed(where)
+        if where and best is None:
+            raise UsageError("where: conditions on the other metrics, only with best=METRIC")
+        return export_points(self.spec, self.points(), best=best, where=where, pareto=pareto)
 
     def export(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
                pareto: bool = False, format: str = "toml") -> str:
         """The selected configurations as text: ``toml`` (one configuration), ``json`` or ``csv``."""
-        from dse.results.export import render
+        from dse.results.export import FORMATS, render
 
+        if format not in FORMATS:
+            raise UsageError(f"format: {format!r}; choose one of {', '.join(FORMATS)}")
         return render(self.select(knee=knee, best=best, where=where, pareto=pareto), format, self.spec)
 
     def status(self) -> dict:

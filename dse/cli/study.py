@@ -15,6 +15,7 @@ import typer
 from dse.cli.options import ACCEPT_OPT, STORAGE_OPT, STUDY_ARG, load_spec
 from dse.config.values import json_text
 from dse.errors import UsageError
+from dse.results.export import FORMATS
 from dse.search.samplers import SAMPLERS
 from dse.search.strategies import STRATEGIES, describe_strategies
 
@@ -322,9 +323,6 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
         typer.echo(str(folder / f.name))
 
 
-EXPORT_FORMATS = ("toml", "json", "csv")
-
-
 def export(
     study_file: Path = STUDY_ARG,
     knee: bool = typer.Option(False, "--knee", help="The front's knee: closest to the ideal point after "
@@ -347,8 +345,8 @@ def export(
 
     Default selection: --knee.
     """
-    if fmt is not None and fmt not in EXPORT_FORMATS:
-        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"--format: {fmt!r}; choose one of {', '.join(FORMATS)}")
     if sum([knee, best is not None, all_front]) > 1:
         raise UsageError("export: choose one of --knee, --best METRIC, --pareto")
     if where and best is None:
@@ -390,10 +388,10 @@ def _export_format(out: Path, fmt: str | None, folder: bool) -> str:
                              f"ending in .{fmt} for one {fmt.upper()} file")
         check_folder(out, "--out")
         return "toml"
-    named = {f".{f}": f for f in EXPORT_FORMATS}.get(out.suffix.lower())
+    named = {f".{f}": f for f in FORMATS}.get(out.suffix.lower())
     if named is None:
         raise UsageError(f"--out {out}: its suffix names no format; end the name in "
-                         f"{', '.join('.' + f for f in EXPORT_FORMATS)}" + (" (or give a folder without a suffix "
+                         f"{', '.join('.' + f for f in FORMATS)}" + (" (or give a folder without a suffix "
                          "with --pareto)" if not out.suffix else ""))
     if fmt is not None and fmt != named:
         raise UsageError(f"--format {fmt}: --out {out} names {named} by its suffix; drop --format or end the "

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
 
 from accel import HardwareArray, Tech, area_mm2, peak_power_w
 from accel.schedule import ENERGY_KEYS, job_cost, step_costs
-from dse.config.configuration import Configuration, plan_key
+from dse.config.configuration import Configuration, load_configuration, plan_key
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.multi_accelerator import evaluate_parallel
@@ -245,9 +246,10 @@ def training_metrics(surrogate: dict | None, gp_fraction: float) -> dict[str, fl
     return out
 
 
-def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
-             metrics: list[str] | None = None) -> dict:
-    """Every metric of ``cfg``: the surrogate (cached) for accuracy and GP fraction, then the hardware.
+def evaluate(cfg: Configuration | str, *, seeds: tuple[int, ...] | None = None,
+             metrics: list[str] | str | None = None) -> dict:
+    """Every metric of ``cfg`` (a :class:`Configuration`, or the path of a file ``dse export`` wrote): the
+    surrogate (cached) for accuracy and GP fraction, then the hardware.
 
     ``metrics``: the metrics the caller needs (a study: its objectives and constraints); the surrogate then
     runs only the controls they need (:func:`dse.evaluation.metrics.controls_for`), and metrics that need others are
@@ -257,6 +259,17 @@ def evaluate(cfg: Configuration, *, seeds: tuple[int, ...] | None = None,
     ``metrics`` holds every metric of :mod:`dse.evaluation.metrics` that applies (accuracy figures only when the
     surrogate ran).
     """
+    if isinstance(cfg, (str, PurePath)):
+        cfg = load_configuration(cfg)
+    if not isinstance(cfg, Configuration):
+        raise UsageError(f"cfg: a Configuration (dse.configuration(point), dse.load_configuration(path)) or the "
+                         f"path of a configuration file, got {type(cfg).__name__}")
+    if metrics is not None:
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+        known = registry.names()
+        bad = next((m for m in metrics if m not in known), None)
+        if bad is not None:
+            raise UsageError(f"metrics: {bad!r} is not a metric; choose from {', '.join(known)}")
     sur = None
     seeds = cfg.seed_list if seeds is None else seeds
     if cfg.gp_fraction is None or cfg.accuracy:

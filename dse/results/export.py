@@ -20,7 +20,7 @@ from dse.evaluation import metrics as registry
 from dse.search.pareto import Point, best as best_point, front, knee, parse_where
 from dse.search.studyfile import StudySpec
 
-__all__ = ["export_points", "render", "to_toml", "write_folder"]
+__all__ = ["export_points", "render", "to_toml", "write_folder", "FORMATS"]
 
 
 def export_points(spec: StudySpec, points: list[Point], *, best: str | None = None, where: list[str] = (),
@@ -87,6 +87,10 @@ def _document(p: Point, spec: StudySpec) -> dict:
                    "metrics": {k: v for k, v in p.metrics.items()
                                if not (isinstance(v, float) and not math.isfinite(v))}}
     return doc
+
+
+#: the formats :func:`render` writes
+FORMATS = ("toml", "json", "csv")
 
 
 def render(points: list[Point], fmt: str, spec: StudySpec) -> str:

@@ -527,7 +527,7 @@ def proxy_note(spec, rows: list[dict] = ()) -> str:
         spread = ("± the standard error of the mean over the surrogate seeds (seeds: how many; one seed has "
                   "none)")
     elif spec.seeds > 1:
-        spread = f"mean of {spec.seeds} seeds (their sample std: <metric>_std, with --columns all)"
+        spread = f"means of {spec.seeds} surrogate seeds, ± their standard error (seeds: how many)"
     else:
         spread = "one seed: no spread shown (seeds > 1 in [study] gives one)"
     if t.tasks:

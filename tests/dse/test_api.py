@@ -39,6 +39,45 @@ def test_a_notebook_runs_a_study_reads_its_front_and_exports_its_knee(study_file
     assert st["front"] == res["front"] and st["strategy"] == "joint"
 
 
+def test_the_api_checks_its_arguments_as_the_cli_checks_its_options(study_file, tmp_path):
+    """A notebook's wrong argument is a UsageError naming it, never a silent default or a TypeError deep inside;
+    a path stands for a study or a configuration file, one string for a list of one."""
+    from dse.errors import UsageError
+
+    spec = dse.load_study(study_file)
+    for kw, name in ((dict(trials=2.5), "trials"), (dict(trials="5"), "trials"), (dict(trials=0), "trials"),
+                     (dict(workers=0), "workers"), (dict(workers="2"), "workers"), (dict(timeout=-1), "timeout"),
+                     (dict(timeout="1"), "timeout")):
+        with pytest.raises(UsageError, match=rf"^{name}: must be "):
+            dse.run(spec, **kw)
+    with pytest.raises(UsageError, match=r"^spec: a StudySpec"):
+        dse.run({"study": {}})
+    assert dse.run(str(study_file), trials=3)["finished"] == 3  # a path, as open_study takes
+    with dse.open_study(spec) as study:
+        whole = study.front()
+        assert len(study.front(limit=1)) == 1
+        for bad in (0, -1, "2", 1.5):
+            with pytest.raises(UsageError, match=r"^limit: must be an integer >= 1"):
+                study.front(limit=bad)
+        assert list(study.front(columns="speedup").columns) == ["trial", "speedup"]
+        cut = float(whole["speedup"].median())
+        assert study.front(where=f"speedup>={cut}").equals(study.front(where=[f"speedup>={cut}"]))
+        with pytest.raises(UsageError, match=r"^where: .*only with best="):
+            study.select(where=["area_mm2<=2"])
+        with pytest.raises(UsageError, match=r"^format: 'yaml'; choose one of toml, json, csv"):
+            study.export(knee=True, format="yaml")
+        knee = study.select(knee=True)[0]
+        with pytest.raises(UsageError, match=r"^point: a Point"):
+            dse.configuration(knee.config)
+        out = tmp_path / "knee.toml"
+        out.write_text(study.export(knee=True))
+    assert dse.evaluate(str(out), metrics="speedup")["metrics"]["speedup"] == knee.metrics["speedup"]
+    with pytest.raises(UsageError, match=r"^metrics: 'bogus' is not a metric; choose from .*speedup"):
+        dse.evaluate(out, metrics=["bogus"])
+    with pytest.raises(UsageError, match=r"^cfg: a Configuration"):
+        dse.evaluate(knee.config)
+
+
 def _hybrid(study_file):
     text = with_strategy(study_file.read_text(), "hybrid", front_size=3)
     study_file.write_text(text.replace("pred_width = [8, 32]", "pred_width = [4, 8, 16, 32, 64, 128]"))
