@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 
 from dse.search.noise import noise_figures
 from dse.search.pareto import Point, front, hypervolume, recent_gain
-from dse.search.runguard import derive_seed, guarded
+from dse.search.runguard import derive_seed, guarded, owner
 from dse.search.strategies import strategy_class
 from dse.search.study import (
     RunResult,
@@ -208,8 +208,10 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
     (``worker`` = 0, 1, ...) on one machine or many can run this on one study: the budget is met exactly.
 
     ``progress(figures)`` is called after each step with ``finished``, ``budget``, ``front``,
-    ``hypervolume``, ``last``. The sampler's seed is ``spec.seed + 1000 * worker + done-so-far``:
-    deterministic for a given history, and a resumed run does not replay the first run's samples.
+    ``hypervolume`` (the study's, every process's trials) and ``last`` ((number, state) of the latest trial
+    this process completed since the previous call, or None). The sampler's seed is
+    ``spec.seed + 1000 * worker + done-so-far``: deterministic for a given history, and a resumed run does not
+    replay the first run's samples.
     ``heartbeat`` (seconds; RDB storages) lets any machine detect a dead worker's trial and retry it.
     ``stop(study)``, checked before each step, ends the run early when it returns True. ``strategy``
     overrides the spec's; ``accept_changes`` continues a study made from a different version of the file
@@ -252,12 +254,16 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
     interrupted = exhausted = False
     t0 = time.monotonic()
 
+    me = owner()
+
     def report():
         for t in runner.tracker.new_complete:
             p = point_of(t, spec)
             if p is not None:
                 fr.add(p)
-        last = runner.tracker.new_complete[-1] if runner.tracker.new_complete else None
+        # this process's own latest trial (each records its owner): others' trials finish in between
+        mine = [t for t in runner.tracker.new_complete if t.user_attrs.get("worker") == me]
+        last = mine[-1] if mine else None
         runner.tracker.new_complete = []
         if progress is not None:
             progress({"finished": min(budget, runner.state["done"]), "budget": budget, "front": len(fr.points),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,6 +180,24 @@ def test_two_local_workers_on_a_journal_reach_the_budget_exactly(tmp_path, asked
     st = _check_exact(spec, None, 8)
     owners = {t.user_attrs["worker"] for t in st.get_trials() if "worker" in t.user_attrs}
     assert len(owners) == 2  # both workers took trials
+
+
+def test_each_worker_reports_only_the_trials_it_ran(tmp_path):
+    """`dse worker`'s progress line names a trial this worker completed, not the study's latest (another
+    worker's, which both printed)."""
+    f = _study(tmp_path, trials=8)
+    url = f"journal:///{tmp_path / 'slow.journal'}"
+    procs = [_cli("worker", str(f), "--storage", url, "--index", str(i)) for i in range(2)]
+    with _reaped(*procs):
+        errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    st = _check_exact(load_study(f), url, 8)
+    ran = {t.number: int(t.user_attrs["worker"].split(":")[1]) for t in st.get_trials()
+           if t.state == TrialState.COMPLETE}
+    reported = [[int(n) for n in re.findall(r"trial (\d+) complete", err)] for err in errs]
+    assert sum(map(len, reported)) >= 2, errs
+    for p, numbers in zip(procs, reported):
+        assert all(ran[n] == p.pid for n in numbers), (p.pid, numbers, ran)
 
 
 def test_a_sigkilled_local_worker_has_its_trial_retried(tmp_path):
