@@ -100,7 +100,7 @@ def run(
     if res.get("recent") is not None:
         from dse.results.views import recent_line
 
-        typer.echo(f"{spec.name}: {recent_line(res['recent'])}")
+        typer.echo(f"{spec.name}: {recent_line(res['recent'], ended_early=bool(res.get('exhausted')))}")
     if "distinguishable" in res:
         lo, hi = res["front_seeds"]
         seeds = f"{lo} surrogate seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo} to {hi} surrogate seeds"
@@ -455,5 +455,9 @@ def worker(
                     accept_changes=accept_changes)
     typer.echo(f"worker {index}: {spec.name} {res['finished']}/{res['budget']} done, front {res['front']}, "
                f"hypervolume {res['hypervolume']:.6g}; storage {res['storage']}")
+    if res.get("exhausted"):  # ended before the budget: say why, as dse run does
+        from dse.search.strategies import strategy_class
+
+        typer.echo(f"worker {index}: {res.get('stop_reason') or strategy_class(spec.strategy).stop_reason}", err=True)
     if res["interrupted"]:
         raise typer.Exit(130)

@@ -220,9 +220,11 @@ CONVERGED_GAIN = 0.01
 MIN_SETTINGS = 3
 
 
-def recent_line(recent: dict) -> str:
+def recent_line(recent: dict, *, ended_early: bool = False) -> str:
     """The stopping signal in words (:func:`dse.search.pareto.recent_gain`): how much of the hypervolume the
-    latest tenth of the complete trials added, and what that suggests."""
+    latest tenth of the complete trials added, and what that suggests; ``ended_early``: the run ended before its
+    budget (its strategy had nothing new to propose, or its training budget was spent), so a larger trial
+    budget would not run more of it."""
     from dse.search.pareto import RECENT_SHARE
 
     if not recent["recent"]:
@@ -231,7 +233,10 @@ def recent_line(recent: dict) -> str:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
                 "trials): a starved search; give it more trials")
     gain, n = recent["gain"], recent["settings"]
-    if gain >= CONVERGED_GAIN:
+    if ended_early and gain >= CONVERGED_GAIN:
+        verdict = ("still improving when the search ended before its trial budget (why: below), so a larger "
+                   "trial budget alone would not run more of it")
+    elif gain >= CONVERGED_GAIN:
         verdict = "still improving: a larger budget is likely to pay"
     elif n < MIN_SETTINGS:
         verdict = (f"but they hold {n} training setting{'s' * (n != 1)}, too few to call the search converged: "

@@ -42,6 +42,16 @@ def test_an_exhausted_space_ends_the_run(study_file):
     assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials) == 4
 
 
+def test_a_worker_that_exhausts_the_space_says_why(study_file, cli):
+    """`dse worker` said only "4/12 done", where `dse run` says why it ended before its budget."""
+    from studyfiles import with_strategy
+
+    study_file.write_text(with_strategy(study_file.read_text(), "hybrid", front_size=2))
+    r = cli("worker", study_file, "--index", "0", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "4/12 done" in r.stdout and "worker 0: the hybrid search stopped early" in r.stderr
+
+
 def test_hybrid_enters_the_hardware_subfront_of_each_trained_setting(study_file):
     spec = _hybrid(study_file)
     res = run(spec)
