@@ -109,7 +109,7 @@ def evaluate_hardware(cfg: Configuration, gp_fraction: float) -> dict:
             "step_ms_bp": steps.bp.time_s * 1e3,
             "step_ms_scheme_bp": steps.scheme_bp.time_s * 1e3,
             "step_ms_gp": steps.scheme_gp.time_s * 1e3,
-            "dram_gb_per_step_bp": steps.bp.dram_bytes / 1e9,
+            "dram_gb_per_step_bp": steps.scheme_bp.dram_bytes / 1e9,  # the BP phase's step, as step_ms_scheme_bp
             "dram_gb_per_step_gp": steps.scheme_gp.dram_bytes / 1e9,
             "predictor_params": plan.params if plan is not None else 0,
             "predictor_state": plan.state if plan is not None else 0,

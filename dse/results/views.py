@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from accel import gemm_cost
+from accel.gemm import op_im2col
 from accel.schedule import ENERGY_KEYS
 from accel.vector import vector_cost
 from dse.config.configuration import Configuration
@@ -89,8 +90,9 @@ def layer_table(cfg: Configuration, model: str) -> list[dict]:
     recs = ops.to_records()
     g = np.isin(ops.phase, _GEMM)
     rows: list[dict] = []
-    gc = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, include_leakage=False) \
-        if g.any() else None
+    # convolutions fetch their raw input (im2col), as the step's schedule costs them
+    gc = gemm_cost(ops.M[g], ops.K[g], ops.N[g], ops.repeat[g], hw=hw, tech=tech, include_leakage=False,
+                   im2col=op_im2col(ops, g)) if g.any() else None
     vc = vector_cost(ops.vec_elems[~g], hw=hw, tech=tech, include_leakage=False) if (~g).any() else None
     gi = vi = 0
     clock = hw.clock_ghz * 1e9

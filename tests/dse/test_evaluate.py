@@ -191,6 +191,21 @@ def test_controls_cost_no_predictor(scheme):
     assert row["predictor_params"] == 0 and row["step_ms_scheme_bp"] == pytest.approx(row["step_ms_bp"])
 
 
+@pytest.mark.parametrize("scheme", ["dni", "adagp", "bp"])
+def test_the_bp_phase_columns_describe_one_step(scheme):
+    """step_ms_scheme_bp and dram_gb_per_step_bp are the scheme's BP-phase step (as over several accelerators);
+    the DRAM column was plain BP's, so a dni BP step showed plain BP's 21 GB beside its own time."""
+    from dse.evaluation.evaluator import evaluate_hardware, model_cost
+
+    cfg = _scheme_cfg(scheme)
+    (row,) = evaluate_hardware(cfg, 0.5)["models"]
+    steps = model_cost(cfg, "resnet18", cfg.hardware, 0.5, cfg.hardware.word_bytes).steps
+    assert row["step_ms_scheme_bp"] == pytest.approx(steps.scheme_bp.time_s * 1e3, rel=1e-12)
+    assert row["dram_gb_per_step_bp"] == pytest.approx(steps.scheme_bp.dram_bytes / 1e9, rel=1e-12)
+    if scheme == "dni":  # its modules' traffic: far from plain BP's
+        assert steps.scheme_bp.dram_bytes > 10 * steps.bp.dram_bytes
+
+
 def test_efb_gp_step_costs_feedback_weight_gradients_and_the_stash():
     """Error feedback: per hidden layer the factored feedback GEMMs (batch, classes, r) and (batch, r, |h|),
     the derivative mask, the layer's weight-gradient GEMM; the error once; no input-gradient GEMM. With the
