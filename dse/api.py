@@ -45,9 +45,14 @@ def _integer(name: str, v: Any, lo: int) -> int | None:
     return None if v is None else int(v)
 
 
-def _listed(v: Any) -> list | None:
+def _listed(name: str, v: Any) -> list | None:
     """A list argument given as one string (``where="speedup>=1"``) is a list of that one string."""
-    return None if v is None else [v] if isinstance(v, str) else list(v)
+    if v is None or isinstance(v, str):
+        return None if v is None else [v]
+    try:
+        return list(v)
+    except TypeError:
+        raise UsageError(f"{name}: a list of strings (or one string), got {v!r}") from None
 
 
 def _spec(spec: Any) -> StudySpec:
@@ -192,8 +197,9 @@ class Study:
         """:meth:`front` as a list of dicts (what ``dse pareto`` prints)."""
         from dse.results.views import pareto_rows
 
-        return pareto_rows(self.spec, self._study, columns=_listed(columns), sort=sort,
-                           limit=_integer("limit", limit, 1), where=_listed(where), noise_aware=noise_aware)
+        return pareto_rows(self.spec, self._study, columns=_listed("columns", columns), sort=sort,
+                           limit=_integer("limit", limit, 1), where=_listed("where", where) or [],
+                           noise_aware=noise_aware)
 
     def select(self, *, knee: bool = False, best: str | None = None, where: list[str] = (),
                pareto: bool = False) -> list[Point]:
@@ -203,7 +209,7 @@ class Study:
 
         if sum([knee, best is not None, pareto]) > 1:
             raise UsageError("export: choose one of knee, best, pareto")
-        where = _listed(where)
+        where = _listed("where", where) or []
         if where and best is None:
             raise UsageError("where: conditions on the other metrics, only with best=METRIC")
         return export_points(self.spec, self.points(), best=best, where=where, pareto=pareto)

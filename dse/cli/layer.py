@@ -256,7 +256,8 @@ def _one_table(console, result: dict) -> None:
 
 def topology_rows(path: Path, hw, tech=None, batch: int = 1) -> list[dict]:
     """Per forward GEMM of the network in ``path`` (a SCALE-Sim topology or an ONNX model), its cost on
-    ``hw`` (each op alone, as :func:`dse.results.views.layer_table` costs them; no leakage), and a last row
+    ``hw`` (each op alone, no leakage; a convolution as SCALE-Sim costs it, its im2col matrix read from DRAM,
+    where :func:`dse.results.views.layer_table` and a training step fetch the raw input), and a last row
     ``total`` summing them (utilization: MACs over the array's peak in the total cycles)."""
     from accel import gemm_cost
     from models import importers

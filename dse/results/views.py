@@ -231,13 +231,13 @@ def recent_line(recent: dict, *, ended_early: bool = False) -> str:
 
     if not recent["recent"]:
         return "no complete trial yet"
+    early = "the search ended before its trial budget (why: below): a larger trial budget alone runs no more of it"
     if recent["hypervolume"] <= 0:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
-                "trials): a starved search; give it more trials")
+                "trials): a starved search; " + (early if ended_early else "give it more trials"))
     gain, n = recent["gain"], recent["settings"]
-    if ended_early and gain >= CONVERGED_GAIN:
-        verdict = ("still improving when the search ended before its trial budget (why: below), so a larger "
-                   "trial budget alone would not run more of it")
+    if ended_early:
+        verdict = f"{'still improving' if gain >= CONVERGED_GAIN else 'little gain'}, but {early}"
     elif gain >= CONVERGED_GAIN:
         verdict = "still improving: a larger budget is likely to pay"
     elif n < MIN_SETTINGS:

@@ -338,11 +338,12 @@ def _salvage(line: bytes) -> bytes | None:
 
 def repair_journal(path: str | Path) -> str | None:
     """Drop the torn bytes of a journal file, keeping every complete record; returns what was done (None when
-    the file is whole). The dropped bytes are appended to ``<file>.dropped``."""
+    the file is whole). The dropped bytes are appended to ``<file>.dropped``. A file that does not begin as a
+    journal does (after any zero bytes or blank lines a crash may leave) raises :class:`UsageError`, untouched."""
     path = str(path)
     try:
         with open(path, "rb") as f:
-            head = f.read(len(_RECORD_START))
+            head = f.read(4096).lstrip(b"\0 \t\r\n")[:len(_RECORD_START)]
     except OSError:  # no such file (a new journal) or unreadable (the storage's open says so)
         return None
     if head != _RECORD_START[:len(head)]:  # not even a torn journal: never "repaired" (emptied)

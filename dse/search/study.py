@@ -263,7 +263,7 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
                 "give [study] name a new value to start a new study, or continue this one with the file as it "
-                "is now: dse run --accept-changes (accept_changes=True from Python)")
+                "is now: dse run --accept-changes (from Python: dse.run(spec, accept_changes=True))")
         if not change:
             return
         fixed = [n for n in now["space"] if n in old.get("space", {}) and old["space"][n] != now["space"][n]

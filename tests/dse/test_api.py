@@ -60,6 +60,9 @@ def test_the_api_checks_its_arguments_as_the_cli_checks_its_options(study_file, 
             with pytest.raises(UsageError, match=r"^limit: must be an integer >= 1"):
                 study.front(limit=bad)
         assert list(study.front(columns="speedup").columns) == ["trial", "speedup"]
+        assert study.front(where=None).equals(whole)
+        with pytest.raises(UsageError, match=r"^columns: a list of strings \(or one string\), got 5"):
+            study.front(columns=5)
         cut = float(whole["speedup"].median())
         assert study.front(where=f"speedup>={cut}").equals(study.front(where=[f"speedup>={cut}"]))
         with pytest.raises(UsageError, match=r"^where: .*only with best="):

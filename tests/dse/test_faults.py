@@ -250,6 +250,22 @@ def test_a_file_that_is_no_journal_given_as_one_is_refused_and_left_as_it_is(tmp
     assert _snapshot(spec, url) == kept
 
 
+
+def test_a_journal_whose_first_bytes_a_crash_zeroed_is_still_repaired(tmp_path):
+    """A crash soon after a journal was made can leave zero bytes (or a blank line) before its records: that
+    is a damaged journal, repaired, not a file of another kind."""
+    from dse.search.storage import repair_journal
+
+    f = _study(tmp_path)
+    spec = load_study(f)
+    url, path = _storage_file("journal", tmp_path)
+    run(spec, storage=url, trials=2)
+    whole = path.read_bytes()
+    path.write_bytes(b"\0" * 100 + b"\n" + whole)
+    assert repair_journal(path) is not None
+    assert path.read_bytes() == whole
+
+
 def test_a_journal_already_appended_after_a_torn_record_keeps_every_complete_record(tmp_path):
     """A file damaged by an older version (records appended after the torn one) loses only the torn bytes."""
     from dse.search.storage import repair_journal
