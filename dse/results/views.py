@@ -231,7 +231,7 @@ def recent_line(recent: dict, *, ended_early: bool = False) -> str:
 
     if not recent["recent"]:
         return "no complete trial yet"
-    early = "the search ended before its trial budget (why: below): a larger trial budget alone runs no more of it"
+    early = "the search ended before its trial budget, for the reason below: more trials alone would run no more of it"
     if recent["hypervolume"] <= 0:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
                 "trials): a starved search; " + (early if ended_early else "give it more trials"))

@@ -65,7 +65,7 @@ def test_recent_line_reads_converged_or_still_improving():
     for case in ({**base, "gain": 0.2}, {**base, "gain": CONVERGED_GAIN / 2}, {**base, "settings": 1, "gain": 0.0},
                  {"hypervolume": 0.0, "before": 0.0, "recent": 3, "gain": 0.0}):
         ended = recent_line(case, ended_early=True)
-        assert "ended before its trial budget" in ended and "pay" not in ended and "more trials" not in ended
+        assert "ended before its trial budget" in ended and "pay" not in ended and "give it more" not in ended
 
 
 def test_run_summary_and_status_print_the_stopping_signal(study_file, capsys):
