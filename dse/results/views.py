@@ -232,6 +232,9 @@ def recent_line(recent: dict, *, ended_early: bool = False) -> str:
     if not recent["recent"]:
         return "no complete trial yet"
     early = "the search ended before its trial budget, for the reason below: more trials alone would run no more of it"
+    if recent["hypervolume"] <= 0 and recent.get("feasible") == 0:
+        return (f"none of the {recent['points']} complete trials meets the constraints, so there is no front yet: "
+                "relax the study's [[constraints]] or widen its space")
     if recent["hypervolume"] <= 0:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
                 "trials): a starved search; " + (early if ended_early else "give it more trials"))

@@ -96,8 +96,9 @@ def recent_gain(points: list[Point], directions: list[str], reference: list[floa
 
     Returns ``hypervolume`` (of every point), ``before`` (without the latest ``recent`` points), ``recent``
     (how many points that is: ``ceil(share * len(points))``), ``settings`` (the distinct training settings,
-    ``training.*`` knob values, among them: a hybrid study enters many points per setting) and ``gain``
-    (``hypervolume - before`` as a share of ``hypervolume``; 0.0 when the hypervolume is 0)."""
+    ``training.*`` knob values, among them: a hybrid study enters many points per setting), ``gain``
+    (``hypervolume - before`` as a share of ``hypervolume``; 0.0 when the hypervolume is 0), ``points`` and
+    ``feasible`` (how many complete trials, and how many of them meet the constraints)."""
     pts = sorted(points, key=lambda p: p.number)
     k = math.ceil(share * len(pts))
     hv = hypervolume(pts, directions, reference)
@@ -105,7 +106,8 @@ def recent_gain(points: list[Point], directions: list[str], reference: list[floa
     settings = len({tuple(sorted((n, v) for n, v in p.params.items() if n.startswith("training.")))
                     for p in pts[len(pts) - k:]}) if k else 0
     return {"hypervolume": hv, "before": before, "recent": k, "settings": settings,
-            "gain": (hv - before) / hv if hv > 0 else 0.0}
+            "gain": (hv - before) / hv if hv > 0 else 0.0, "points": len(pts),
+            "feasible": sum(1 for p in pts if p.feasible)}
 
 
 def knee(points: list[Point], directions: list[str]) -> Point:

@@ -46,7 +46,8 @@ def test_recent_gain_is_what_the_latest_tenth_of_the_trials_added():
     assert g["recent"] == 3 and g["before"] == pytest.approx(25.0) and g["gain"] == pytest.approx(12 / 37)
     g = recent_gain([*early, _pt(19, (6.0, 6.0))], dirs, ref)
     assert g["recent"] == 2 and g["gain"] == 0.0
-    assert recent_gain([], dirs, ref) == {"hypervolume": 0.0, "before": 0.0, "recent": 0, "settings": 0, "gain": 0.0}
+    assert recent_gain([], dirs, ref) == {"hypervolume": 0.0, "before": 0.0, "recent": 0, "settings": 0, "gain": 0.0,
+                                          "points": 0, "feasible": 0}
     # the distinct training settings among the latest points
     pts = [Point(n, (5.0, 5.0), {}, {"training.a": n // 2, "hardware.b": n}, True, {}) for n in range(30)]
     assert recent_gain(pts, dirs, ref)["settings"] == 2  # points 27-29: settings 13 and 14
@@ -61,6 +62,8 @@ def test_recent_line_reads_converged_or_still_improving():
     assert "still improving" in recent_line({**base, "gain": 0.2})
     assert "20.00%" in recent_line({**base, "gain": 0.2}) and "(4)" in recent_line({**base, "gain": 0.2})
     assert "starved" in recent_line({"hypervolume": 0.0, "before": 0.0, "recent": 3, "gain": 0.0})
+    none = recent_line({"hypervolume": 0.0, "before": 0.0, "recent": 3, "gain": 0.0, "points": 30, "feasible": 0})
+    assert "none of the 30 complete trials meets the constraints" in none and "starved" not in none
     # a run that ended before its budget (a hybrid's exhausted space): not "a larger budget is likely to pay"
     for case in ({**base, "gain": 0.2}, {**base, "gain": CONVERGED_GAIN / 2}, {**base, "settings": 1, "gain": 0.0},
                  {"hypervolume": 0.0, "before": 0.0, "recent": 3, "gain": 0.0}):
