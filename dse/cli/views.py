@@ -304,11 +304,7 @@ def _metric_list(text: str, option: str) -> list[str]:
     """Comma-separated metric names: each registered, none twice."""
     from dse.evaluation import metrics as registry
 
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    known = [m.name for m in registry.all_metrics()]
-    for m in names:
-        if m not in known:
-            raise UsageError(f"{option}: {m!r} is not a metric; choose from {', '.join(known)}")
+    names = registry.check_names([m.strip() for m in text.split(",") if m.strip()], option)
     dup = next((m for i, m in enumerate(names) if m in names[:i]), None)
     if dup is not None:
         raise UsageError(f"{option}: {dup!r} is named twice; name each metric once")

@@ -265,11 +265,7 @@ def evaluate(cfg: Configuration | str, *, seeds: tuple[int, ...] | None = None,
         raise UsageError(f"cfg: a Configuration (dse.configuration(point), dse.load_configuration(path)) or the "
                          f"path of a configuration file, got {type(cfg).__name__}")
     if metrics is not None:
-        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-        known = registry.names()
-        bad = next((m for m in metrics if m not in known), None)
-        if bad is not None:
-            raise UsageError(f"metrics: {bad!r} is not a metric; choose from {', '.join(known)}")
+        metrics = registry.check_names([metrics] if isinstance(metrics, str) else metrics, "metrics")
     sur = None
     seeds = cfg.seed_list if seeds is None else seeds
     if cfg.gp_fraction is None or cfg.accuracy:

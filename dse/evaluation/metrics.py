@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["Metric", "register", "get", "names", "all_metrics", "compute", "controls_for", "per_hardware", "seeded",
-           "seed_record", "standard_errors",
+__all__ = ["Metric", "register", "get", "names", "check_names", "all_metrics", "compute", "controls_for",
+           "per_hardware", "seeded", "seed_record", "standard_errors",
            "QUANTITIES", "REGISTRY"]
 
 #: quantities a metric's ``compute`` may read; per-model arrays are shaped (models, H)
@@ -119,6 +119,18 @@ def get(name: str) -> Metric:
 
 def names() -> list[str]:
     return list(REGISTRY)
+
+
+def check_names(given, where: str) -> list[str]:
+    """``given`` (metric names) as a list, each registered; else a UsageError naming ``where`` (an option or an
+    argument) and every metric allowed."""
+    from dse.errors import UsageError
+
+    given = list(given)
+    bad = next((m for m in given if m not in REGISTRY), None)
+    if bad is not None:
+        raise UsageError(f"{where}: {bad!r} is not a metric; choose from {', '.join(REGISTRY)}")
+    return given
 
 
 def all_metrics() -> Iterator[Metric]:
