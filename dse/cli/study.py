@@ -185,6 +185,8 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
         typer.echo(json_text(out, indent=2))
         return
     for k, v in out.items():
+        if k == "hv_gain_last_10pct":  # the last_10pct line says it in words (--json keeps the number)
+            continue
         if k == "failures":
             for reason, n in sorted(v.items(), key=lambda x: -x[1])[:10]:
                 typer.echo(f"{'failed':12s} {n} x {reason}")

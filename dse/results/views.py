@@ -295,7 +295,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
 
     from dse.search.pareto import front, recent_gain
     from dse.search.strategies import strategy_class
-    from dse.search.study import hv_reference, load_points, mask_url, open_study, run_budget, storage_url
+    from dse.search.study import ended_early, hv_reference, load_points, mask_url, open_study, run_budget, storage_url
 
     if study is None:
         study = open_study(spec, storage, create=False)
@@ -307,6 +307,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         states[t.state.name.lower()] += 1
     pts = load_points(study, spec)
     recent = recent_gain(pts, spec.directions, hv_reference(spec))
+    ended = ended_early(study)  # why its last run ended before its budget, or None
     reasons: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
         r = t.user_attrs.get("fail_reason", "no reason recorded")
@@ -322,7 +323,8 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "front": len(front(pts, spec.directions)),
         "hypervolume": recent["hypervolume"],
         "hv_gain_last_10pct": recent["gain"],
-        "last_10pct": recent_line(recent),
+        "last_10pct": recent_line(recent, ended_early=ended is not None),
+        **({"ended_early": ended} if ended else {}),
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],
         "failures": reasons,

@@ -34,6 +34,7 @@ from dse.search.study import (
     open_study,
     point_of,
     record_budget,
+    record_end,
     recover_dead_workers,
     storage_url,
     trial_objective,
@@ -242,6 +243,7 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
     name = spec.strategy
     recover_dead_workers(probe)
     record_budget(probe, budget, spec.runs)
+    record_end(probe, None)  # running now: an earlier run's early end no longer describes the study
     done = BudgetTracker(probe).refresh()["done"]
     study = open_study(spec, url, create=True, seed=derive_seed(spec.seed, 1000 * worker, done),
                        heartbeat=heartbeat, sampler=sampler)
@@ -305,10 +307,13 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
         interrupted = True
     finally:
         strat.close(interrupted)
+    figures = strat.figures()
+    if not interrupted:  # why it ended before its budget, for `dse status` later (None: it did not)
+        record_end(study, (figures.get("stop_reason") or strat.stop_reason) if exhausted else None)
     pts = load_points(study, spec)
     recent = recent_gain(pts, spec.directions, ref)
     fr = front(pts, spec.directions)
     return RunResult(finished=runner.refresh()["done"], budget=budget, complete=len(pts),
                      front=len(fr), hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(study),
-                     exhausted=exhausted, strategy=name, **strat.figures())
+                     exhausted=exhausted, strategy=name, **figures)

@@ -297,6 +297,23 @@ def record_budget(study: optuna.Study, trials: int, runs: int | None) -> None:
         study.set_user_attr(BUDGET_ATTR, want)
 
 
+#: the study user attribute holding why its last run ended before its trial budget (a strategy with nothing left
+#: to propose: the hybrid's spent run budget, an exhausted space), or None: ``dse status`` says so afterwards
+ENDED_ATTR = "dse_ended_early"
+
+
+def record_end(study: optuna.Study, reason: str | None) -> None:
+    """Store why a run of ``study`` ended before its trial budget (None: it did not, or it runs now)."""
+    if study.user_attrs.get(ENDED_ATTR) != reason:
+        study.set_user_attr(ENDED_ATTR, reason)
+
+
+def ended_early(study: optuna.Study) -> str | None:
+    """Why the study's last run ended before its trial budget (:func:`record_end`), or None."""
+    reason = study.user_attrs.get(ENDED_ATTR)
+    return reason if isinstance(reason, str) and reason else None
+
+
 def run_budget(spec: StudySpec, study: optuna.Study) -> StudySpec:
     """``spec`` with the budget the study's last run aimed at (its trials and, hybrid, its surrogate runs);
     ``spec`` as it is for a study run before studies recorded it, or when the file can no longer hold the

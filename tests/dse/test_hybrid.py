@@ -42,6 +42,21 @@ def test_an_exhausted_space_ends_the_run(study_file):
     assert len({tuple(sorted(t.params.items())) for t in trials}) == len(trials) == 4
 
 
+def test_status_says_why_the_last_run_ended_early_until_a_run_ends_on_its_budget(study_file):
+    """`dse status` did not know a run had ended before its budget, so after an exhausted hybrid run its stopping
+    line could say a larger budget was likely to pay; a later run that reaches its budget clears the note."""
+    from dse.results.views import status_summary
+
+    spec = load_study(study_file).with_overrides(strategy="hybrid", front_size=2)
+    assert run(spec)["exhausted"]
+    st = status_summary(spec)
+    assert "stopped early" in st["ended_early"]
+    assert "ended before its trial budget" in st["last_10pct"] and "pay" not in st["last_10pct"]
+    assert not run(spec.with_overrides(trials=4))["exhausted"]  # its budget is the 4 trials done
+    st = status_summary(spec)
+    assert "ended_early" not in st and "ended before" not in st["last_10pct"]
+
+
 def test_a_worker_that_exhausts_the_space_says_why(study_file, cli):
     """`dse worker` said only "4/12 done", where `dse run` says why it ended before its budget."""
     from studyfiles import with_strategy
