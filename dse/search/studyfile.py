@@ -303,6 +303,10 @@ def _check_values(space: Space, base: Configuration) -> None:
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     top = {"study", "workload", "training", "hardware", "reference", "technology", "space", "objectives",
            "constraints", "hypervolume", "parallel"}
+    if not {"study", "space", "objectives"} & set(doc):  # a preset for another command: say so, not a table error
+        cmd = "dse surrogate" if set(doc) <= {"training"} else "dse evaluate"
+        raise UsageError(f"study file: no [space] and no [[objectives]]: this is not a study but a file for `{cmd} "
+                         "FILE`; a study searches a [space] for [[objectives]] (`dse init` writes one)")
     check_keys(doc, top, "study file")
     st = doc.get("study", {})
     if not isinstance(st, dict):

@@ -354,6 +354,16 @@ def test_compare_objectives_are_checked_against_the_registry(cli, studies):
     assert "share" not in line  # one metric named, not fewer shared by the studies
 
 
+@pytest.mark.parametrize("preset, command", [("adagp-paper.toml", "dse evaluate"),
+                                             ("surrogate-default.toml", "dse surrogate")])
+def test_a_preset_for_another_command_says_which_command_it_is_for(cli, preset, command):
+    """`dse run` of a configuration preset named one of its tables ('study file.schedule: unknown key',
+    'workload.models: required'), not that the file is meant for another command."""
+    study = Path(__file__).resolve().parents[2] / "studies" / preset
+    _refused(cli("run", study), "not a study", f"`{command} FILE`", "[space]", "[[objectives]]")
+    _refused(cli("status", study), "not a study", f"`{command} FILE`")
+
+
 # == library warnings ======================================================================================
 @pytest.mark.parametrize("cmd", [["worker"], ["run", "--workers", "2", "-q"]], ids=["worker", "run-workers"])
 def test_an_unusable_postgresql_storage_prints_exactly_the_one_line(studies, cmd):
