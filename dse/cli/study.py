@@ -271,6 +271,7 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
                   fmt)
             return
         rows = study.front_rows(columns=cols, sort=sort, where=where or [], noise_aware=noise_aware)
+        why = "" if rows else _why_none(study.status(), where or [])
     left = {"constant": {}, "empty": [], "other": []}
     shown = list(rows[0]) if rows else []
     if rows and cols is None and not every:
@@ -282,7 +283,7 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
 
     width = terminal_width()
     if not rows:
-        typer.echo("(none)")
+        typer.echo(f"(none: {why})")
     else:
         default = cols is None and not every
         headers, cells, numeric = display_table(spec, rows, shown, short=default)
@@ -293,6 +294,20 @@ def pareto(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
         if note:
             _note(note, width)
     _note(proxy_note(spec, rows), width)
+
+
+def _why_none(status: dict, where: list[str]) -> str:
+    """Why a front table has no row, from the study's ``status``: no complete trial, none feasible, or the
+    ``where`` conditions pass none of the front."""
+    complete = status["trials"].get("complete", 0)
+    failed = status["trials"].get("fail", 0)
+    if not complete:
+        return ("no complete trial yet" + (f"; {failed} failed, `dse status` says why" if failed else
+                                           ": run the study first"))
+    if not status["feasible"]:
+        return (f"none of the {complete} complete trials meets the constraints ({'; '.join(status['constraints'])}):"
+                " relax them or widen the space")
+    return f"none of the {status['front']} front points passes --where {' and '.join(where)}"
 
 
 def _note(text: str, width: int) -> None:

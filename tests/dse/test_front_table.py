@@ -125,7 +125,25 @@ def test_a_front_with_no_row_left_prints_none(cli, noisy, extra):
     terminal's width, which only the branch with rows used to read)."""
     r = cli("pareto", noisy, *extra)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "(none)" and "proxy task" in " ".join(r.stderr.split())
+    n = len(json.loads(cli("pareto", noisy, "--format", "json").stdout))
+    assert r.stdout.strip() == f"(none: none of the {n} front points passes --where speedup>=1e9)"
+    assert "proxy task" in " ".join(r.stderr.split())
+
+
+def test_an_empty_front_table_says_why():
+    """`(none)` alone did not say whether nothing ran, every trial failed, none met the constraints."""
+    from dse.cli.study import _why_none
+
+    def status(complete=0, fail=0, feasible=0, front=0):
+        return {"trials": {"complete": complete, "fail": fail}, "feasible": feasible, "front": front,
+                "constraints": ["area_mm2 <= 4"]}
+
+    assert _why_none(status(), []) == "no complete trial yet: run the study first"
+    assert _why_none(status(fail=3), []) == "no complete trial yet; 3 failed, `dse status` says why"
+    assert _why_none(status(complete=5), []) == ("none of the 5 complete trials meets the constraints "
+                                                 "(area_mm2 <= 4): relax them or widen the space")
+    assert _why_none(status(complete=5, feasible=2, front=2), ["speedup>9", "area_mm2<1"]) == \
+        "none of the 2 front points passes --where speedup>9 and area_mm2<1"
 
 
 def test_columns_all_is_the_full_table(cli, noisy, monkeypatch):
