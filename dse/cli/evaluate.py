@@ -91,8 +91,10 @@ def evaluate_cmd(
     if out.get("proxy") is not None or "accuracy" in m:
         first, last = cfg.seed_list[0], cfg.seed_list[-1]
         seeds = f"seed {first}" if first == last else f"the mean of seeds {first}..{last}, ± its standard error"
-        typer.echo(f"proxy accuracy: the accuracy figures above are measured on the proxy {cfg.training.proxy}, "
-                   f"not on the zoo models ({seeds})")
+        several = (" (accuracy, accuracy_drop, predictor_gain: the first task's; accuracy_drop_worst: the worst "
+                   "task's; <task>_...: each task's)") if cfg.training.tasks else ""
+        typer.echo(f"proxy accuracy: the accuracy figures above are measured on the prox{'ies' if several else 'y'} "
+                   f"{cfg.training.proxy}{several}, not on the zoo models ({seeds})")
 
 
 #: the per-model table's units (steps in ms per training step, DRAM traffic in GB per step)
@@ -116,4 +118,7 @@ def metric_rows(metrics: dict) -> list[dict]:
             if f"{x.name}_se" in metrics:  # a mean over seeds: its standard error beside it, in the same unit
                 row["±se"] = metrics[f"{x.name}_se"] / div
             rows.append(row)
+    for name in (k for k in metrics if k not in registry.REGISTRY and k != "seeds" and not k.endswith("_se")):
+        like = registry.like(name)  # a proxy task's own figure (several tasks), or the tasks' rank agreement
+        rows.append({"metric": name, "value": metrics[name], "unit": like.unit if like is not None else ""})
     return rows

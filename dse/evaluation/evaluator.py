@@ -243,6 +243,7 @@ def training_metrics(surrogate: dict | None, gp_fraction: float) -> dict[str, fl
     out = registry.compute(q, only=lambda m: not m.per_hardware)
     # the seeds behind the accuracy figures, and each one's standard error (two seeds or more)
     out.update(registry.standard_errors(registry.seed_record(surrogate)))
+    out.update(registry.task_figures(surrogate))  # each proxy task's own figures (several tasks)
     return out
 
 

@@ -174,6 +174,37 @@ def standard_errors(record: dict | None) -> dict[str, float]:
     return out
 
 
+#: each proxy task's own figures in a several-task surrogate result (``<task>_<figure>``:
+#: models.surrogate.multitask.TaskComparison.figures), by the metric whose unit and direction each takes
+TASK_FIGURES = {"accuracy": "accuracy", "accuracy_bp": "accuracy", "accuracy_drop": "accuracy_drop",
+                "predictor_gain": "predictor_gain"}
+#: the prefix of the rank agreement of two proxy tasks (``rank_agreement_<task1>_<task2>``: Spearman's rho)
+RANK_AGREEMENT = "rank_agreement_"
+
+
+def task_figures(surrogate: dict | None) -> dict[str, float]:
+    """A several-task surrogate result's figures per task (``fashion_accuracy_drop`` ...) and the tasks' rank
+    agreements, as numbers; empty with one task. They are not registered metrics (their names depend on the
+    tasks): a trial records them with its metrics, for the front's columns and ``--where``, not as objectives
+    (``accuracy_drop_worst`` is the objective over tasks)."""
+    if not surrogate or not isinstance(surrogate.get("tasks"), str):
+        return {}
+    names = {f"{t}_{f}" for t in surrogate["tasks"].split(",") for f in TASK_FIGURES}
+    return {k: float(v) for k, v in surrogate.items()
+            if (k in names or k.startswith(RANK_AGREEMENT)) and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def like(name: str) -> Metric | None:
+    """The registered metric ``name`` is, or one task's value of (``fashion_accuracy_drop``: accuracy_drop), or
+    None (a rank agreement, or not a metric)."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    for figure in sorted(TASK_FIGURES, key=len, reverse=True):  # accuracy_drop before accuracy
+        if name.endswith(f"_{figure}") and len(name) > len(figure) + 1:
+            return REGISTRY[TASK_FIGURES[figure]]
+    return None
+
+
 def controls_for(metrics) -> tuple[str, ...]:
     """The surrogate controls the metrics named in ``metrics`` need (none for accuracy and accuracy_drop)."""
     return tuple(dict.fromkeys(c for m in metrics for c in get(m).controls))

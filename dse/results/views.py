@@ -33,19 +33,21 @@ _GEMM = ("fwd", "igrad", "wgrad")
 
 
 def unit_of(metric: str) -> str:
-    """A metric's unit (empty for a name that is not a metric)."""
+    """A metric's unit, a proxy task's figure's its metric's (``fashion_accuracy``: %); empty for a name that is
+    not a metric."""
     from dse.evaluation import metrics as registry
 
-    return registry.REGISTRY[metric].unit if metric in registry.REGISTRY else ""
+    m = registry.like(metric)
+    return m.unit if m is not None else ""
 
 
 def natural_direction(metric: str) -> str:
     from dse.evaluation import metrics as registry
 
-    try:
-        return registry.get(metric).direction
-    except KeyError as e:
-        raise UsageError(e.args[0]) from None
+    m = registry.like(metric)  # a proxy task's figure goes its metric's way
+    if m is None:
+        raise UsageError(f"unknown metric {metric!r}; allowed: {', '.join(registry.REGISTRY)}")
+    return m.direction
 
 
 def metric_names() -> list[str]:
@@ -189,11 +191,22 @@ def _knob_columns(spec) -> list[tuple[str, object]]:
     return out
 
 
+def task_columns(pts) -> list[str]:
+    """The proxy tasks' own figures the points recorded (several tasks: ``<task>_accuracy_drop`` ...,
+    :func:`dse.evaluation.metrics.task_figures`), in their recorded order."""
+    from dse.evaluation import metrics as registry
+
+    return list(dict.fromkeys(k for p in pts for k in p.metrics
+                              if k not in registry.REGISTRY and k != "seeds" and not k.endswith("_se")))
+
+
 def front_rows(spec, pts) -> list[dict]:
     """One row per point: trial number, every metric (objectives first; an accuracy metric's standard error
     ``<metric>_se`` right after it and the number of surrogate ``seeds`` after the metrics, when a trial
-    recorded them), every searched knob (a bundle as its fields). A value a trial does not have is None."""
+    recorded them; then each proxy task's figures, several tasks), every searched knob (a bundle as its fields).
+    A value a trial does not have is None."""
     order = metric_order(spec)
+    tasks = task_columns(pts)
     se = {m for m in order if any(f"{m}_se" in p.metrics for p in pts)}
     seeds = any("seeds" in p.metrics for p in pts)
     knobs = _knob_columns(spec)
@@ -206,6 +219,8 @@ def front_rows(spec, pts) -> list[dict]:
                 r[f"{m}_se"] = p.metrics.get(f"{m}_se")
         if seeds:
             r["seeds"] = p.metrics.get("seeds")
+        for t in tasks:
+            r[t] = p.metrics.get(t)
         for col, bundle in knobs:
             if bundle is None:
                 r[col] = p.params.get(col)
@@ -356,8 +371,11 @@ def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | No
     conds = [parse_where(w, dict.fromkeys(sorted(numeric | set(metric_order(spec))))) for w in where]
     rows = [r for r in rows if all(r.get(m) is not None and COMPARISONS[op](r[m], v) for m, op, v in conds)]
     key = sort or spec.metrics[0]
-    if key not in metric_order(spec):
-        raise UsageError(f"--sort: {key!r} is not a metric; allowed: {', '.join(metric_order(spec))}")
+    from dse.evaluation import metrics as registry
+
+    sortable = metric_order(spec) + [c for c in task_columns(pts) if registry.like(c) is not None]
+    if key not in sortable:
+        raise UsageError(f"--sort: {key!r} is not a metric; allowed: {', '.join(sortable)}")
     sign = -1 if natural_direction(key) == "maximize" else 1
     rows.sort(key=lambda r: (r.get(key) is None, sign * (r.get(key) or 0.0), r["trial"]))
     if limit is not None:

@@ -326,7 +326,10 @@ class SurrogateConfig:
     @property
     def proxy(self) -> str:
         """What every accuracy figure of this setting is measured on: the proxy task, its network and its
-        training budget (not the workload's), e.g. ``"mnist1d / cnn, 10 epochs"``."""
+        training budget (not the workload's), e.g. ``"mnist1d / cnn, 10 epochs"``; several tasks: each one's,
+        ``"; "``-separated."""
+        if self.tasks:
+            return "; ".join(c.proxy for c in self.task_configs())
         return f"{self.task} / {self.network}, {self.epochs} epochs"
 
     def bp_key(self) -> dict[str, Any]:

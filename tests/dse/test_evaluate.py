@@ -321,3 +321,27 @@ def test_a_study_runs_only_the_surrogate_controls_its_metrics_need(monkeypatch, 
     assert sorted(kinds) == ["null_momentum", "truncated"]
     assert full["metrics"]["predictor_gain"] == out["metrics"]["predictor_gain"]
     assert full["metrics"]["accuracy_drop"] == evaluate(cfg, metrics=["accuracy_drop"])["metrics"]["accuracy_drop"]
+
+
+def test_each_proxy_tasks_figures_take_their_metrics_unit_and_direction():
+    """Several tasks: ``<task>_accuracy_drop`` ... are recorded beside the metrics, with the unit and direction
+    of the metric they are one task's value of; one task adds none."""
+    from dse.evaluation import metrics as registry
+    from dse.results.views import natural_direction, unit_of
+    from models.surrogate.config import SurrogateConfig
+
+    assert registry.like("fashion_accuracy_drop").name == "accuracy_drop"
+    assert registry.like("mnist1d_accuracy_bp").name == "accuracy" and unit_of("mnist1d_accuracy_bp") == "%"
+    assert registry.like("fashion_predictor_gain").name == "predictor_gain"
+    assert registry.like("speedup") is registry.get("speedup")
+    assert registry.like("rank_agreement_mnist1d_fashion") is None and registry.like("_accuracy") is None
+    assert natural_direction("fashion_accuracy_drop") == "minimize"
+    assert natural_direction("digits_accuracy") == "maximize"
+    sur = {"tasks": "mnist1d,fashion", "accuracy": 50.0, "mnist1d_accuracy_drop": 2.0, "fashion_accuracy_drop": 1.0,
+           "rank_agreement_mnist1d_fashion": 0.5, "label": "x", "diverged": False}
+    assert registry.task_figures(sur) == {"mnist1d_accuracy_drop": 2.0, "fashion_accuracy_drop": 1.0,
+                                          "rank_agreement_mnist1d_fashion": 0.5}
+    assert registry.task_figures({"accuracy": 50.0, "accuracy_drop": 1.0}) == {}
+    two = SurrogateConfig(task="mnist1d", tasks=("mnist1d", "fashion"))
+    assert two.proxy == "; ".join(c.proxy for c in two.task_configs()) and "fashion" in two.proxy
+    assert SurrogateConfig(task="mnist1d").proxy.startswith("mnist1d / ")

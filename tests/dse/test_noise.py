@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -507,6 +508,17 @@ def test_a_worst_task_objective_is_raced_and_shows_its_noise(tmp_path, cli):
     assert "proxy tasks digits (mlp), mnist1d" in note and "accuracy_drop_worst: the worst task's" in note
     shown = cli("show", path, rows[0]["trial"]).stdout
     assert "proxy tasks digits,mnist1d" in shown
+    # each task's own figures are columns of the front (they were recorded, but no table, filter or CSV had them)
+    for r in rows:
+        drops = [float(r["digits_accuracy_drop"]), float(r["mnist1d_accuracy_drop"])]
+        assert float(r["accuracy_drop_worst"]) == pytest.approx(max(drops))
+        assert float(r["accuracy_drop"]) == pytest.approx(drops[0])  # the first task's
+    assert "mnist1d_accuracy_drop" in shown
+    cut = sorted(float(r["mnist1d_accuracy_drop"]) for r in rows)[0]
+    kept = json.loads(cli("pareto", path, "-f", "json", "--where", f"mnist1d_accuracy_drop<={cut}",
+                          "--sort", "mnist1d_accuracy_drop").stdout)
+    assert kept and all(k["mnist1d_accuracy_drop"] <= cut for k in kept)
+    assert len(kept) == sum(float(r["mnist1d_accuracy_drop"]) <= cut for r in rows)
 
 
 def test_hybrid_options_given_to_a_joint_run_are_named_as_unused(tmp_path, cli):
