@@ -71,7 +71,7 @@ def evaluate_cmd(
         "step_ref": r["step_ms_bp_ref"],
         "step_bp": r["step_ms_scheme_bp"],
         "step_gp": r["step_ms_gp"],
-        "dram_bp": r["dram_gb_per_step_bp"],
+        "dram_bp": r["dram_gb_per_step_scheme_bp"],
         "dram_gp": r["dram_gb_per_step_gp"],
     } for r in out["models"]]
     echo_unit_table(rows, MODEL_UNITS)

@@ -114,10 +114,10 @@ def show(
 
     parts = energy_components(d["models"])  # one accelerator's (mac ... leakage), several's (dynamic, link ...)
     names = {"speedup_same_hw": "same_hw", "step_ms_bp_ref": "step_ref", "step_ms_scheme_bp": "step_bp",
-             "step_ms_gp": "step_gp", "dram_gb_per_step_bp": "dram_bp", "dram_gb_per_step_gp": "dram_gp",
+             "step_ms_gp": "step_gp", "dram_gb_per_step_scheme_bp": "dram_bp", "dram_gb_per_step_gp": "dram_gp",
              "energy_j": "energy", **{f"energy_j_{k}": k for k in parts}}
     units = {"speedup": "x", "speedup_same_hw": "x", "step_ms_bp_ref": "ms", "step_ms_scheme_bp": "ms",
-             "step_ms_gp": "ms", "dram_gb_per_step_bp": "GB", "dram_gb_per_step_gp": "GB", "energy_j": "J",
+             "step_ms_gp": "ms", "dram_gb_per_step_scheme_bp": "GB", "dram_gb_per_step_gp": "GB", "energy_j": "J",
              **{f"energy_j_{k}": "J" for k in parts}}
     echo_unit_table([{c: r.get(c) for c in ["model", *units]} for r in d["models"]], units, names,
                     columns=["model", *units])

@@ -87,7 +87,9 @@ def evaluate_parallel(cfg, gp_fraction: float) -> list[dict]:
             # step periods (spans) in the pipeline, ms; DRAM traffic per step summed over the stages, GB
             "step_ms_bp": bp.step["bp"].span * 1e3, "step_ms_scheme_bp": span.get("bp", 0.0),
             "step_ms_gp": span.get("gp", 0.0),
-            "dram_gb_per_step_bp": dram["bp" if scheme == "bp" else "scheme_bp"], "dram_gb_per_step_gp": dram["gp"],
+            "dram_gb_per_step_bp": dram["bp"],
+            "dram_gb_per_step_scheme_bp": dram["bp" if scheme == "bp" else "scheme_bp"],
+            "dram_gb_per_step_gp": dram["gp"],
         })
     return rows
 

@@ -193,15 +193,18 @@ def test_controls_cost_no_predictor(scheme):
 
 @pytest.mark.parametrize("scheme", ["dni", "adagp", "bp"])
 def test_the_bp_phase_columns_describe_one_step(scheme):
-    """step_ms_scheme_bp and dram_gb_per_step_bp are the scheme's BP-phase step (as over several accelerators);
-    the DRAM column was plain BP's, so a dni BP step showed plain BP's 21 GB beside its own time."""
+    """step_ms_scheme_bp and dram_gb_per_step_scheme_bp are the scheme's BP-phase step (as over several accelerators);
+    step_ms_bp and dram_gb_per_step_bp plain BP's on the same accelerator (the key dram_gb_per_step_bp held the
+    scheme's step beside the plain step_ms_bp, so a script pairing the two mixed two steps)."""
     from dse.evaluation.evaluator import evaluate_hardware, model_cost
 
     cfg = _scheme_cfg(scheme)
     (row,) = evaluate_hardware(cfg, 0.5)["models"]
     steps = model_cost(cfg, "resnet18", cfg.hardware, 0.5, cfg.hardware.word_bytes).steps
     assert row["step_ms_scheme_bp"] == pytest.approx(steps.scheme_bp.time_s * 1e3, rel=1e-12)
-    assert row["dram_gb_per_step_bp"] == pytest.approx(steps.scheme_bp.dram_bytes / 1e9, rel=1e-12)
+    assert row["dram_gb_per_step_scheme_bp"] == pytest.approx(steps.scheme_bp.dram_bytes / 1e9, rel=1e-12)
+    assert row["step_ms_bp"] == pytest.approx(steps.bp.time_s * 1e3, rel=1e-12)
+    assert row["dram_gb_per_step_bp"] == pytest.approx(steps.bp.dram_bytes / 1e9, rel=1e-12)
     if scheme == "dni":  # its modules' traffic: far from plain BP's
         assert steps.scheme_bp.dram_bytes > 10 * steps.bp.dram_bytes
 

@@ -83,7 +83,7 @@ def test_show_layers_add_up_to_no_more_than_the_step_they_break_down(run, small)
     (bp,) = evaluate_hardware(replace(cfg, training=cfg.training.replace(scheme="bp")), 0.0)["models"]
     assert bp["step_ms_scheme_bp"] == pytest.approx(model["step_ms_bp"], rel=1e-12)  # the same plain-BP step
     assert 0 < sum(r["time_us"] for r in ops) / 1e3 <= model["step_ms_bp"] * (1 + 1e-9)
-    assert 0 < sum(r["dram_bytes"] for r in ops) / 1e9 <= bp["dram_gb_per_step_bp"] * (1 + 1e-9)
+    assert 0 < sum(r["dram_bytes"] for r in ops) / 1e9 <= bp["dram_gb_per_step_scheme_bp"] * (1 + 1e-9)
 
 
 def test_show_csv_tables_parse(run, small):
