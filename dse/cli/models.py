@@ -39,7 +39,7 @@ def models_cmd(
     fmt: Optional[str] = typer.Option(
         None, "--format", "-f",
         help="table, json, or with --ops also scalesim (the forward GEMMs at --batch in SCALE-Sim's "
-             "Layer, M, N, K layout) or scalesim-conv (SCALE-Sim's convolution layout, per sample)."),
+             "Layer, M, N, K layout; --batch 1 for a file dse reads back as a workload) or scalesim-conv (SCALE-Sim's convolution layout, per sample)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table (--format json)."),
 ) -> None:
     """The workload zoo: name, input, GEMM layers, parameters and forward MACs per sample.
@@ -111,6 +111,10 @@ def models_cmd(
             sys.stdout.write(to_scalesim(net, batch=batch, layout="conv" if fmt == "scalesim-conv" else "gemm"))
         except ValueError as e:
             raise UsageError(f"--format {fmt}: {e}") from None
+        if fmt == "scalesim" and batch > 1:  # M holds the batch; dse reads a topology as one sample
+            typer.echo(f"note: M holds the batch of {batch}, as SCALE-Sim runs a training step's products; as a dse "
+                       "workload (workload.models, dse layer --topology) a topology is one sample, so write it with "
+                       "--batch 1 for that", err=True)
         return
     recs = net.training_ops(batch, optimizer=optimizer).to_records()
     if fmt == "json":

@@ -190,6 +190,19 @@ def test_cli_models_onnx_topology_and_scalesim_format(run, tmp_path, resnet18_on
     assert r.returncode == 2 and "--onnx" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_a_batched_scalesim_export_says_how_to_write_one_to_read_back(run, tmp_path):
+    """The documented `dse models NET --ops --format scalesim` writes M at --batch (32): read back as a workload,
+    a topology is one sample, so its figures came out 32x the model's without a word."""
+    r = run("models", "resnet18", "--ops", "--format", "scalesim")
+    assert r.returncode == 0 and "M holds the batch of 32" in r.stderr and "--batch 1" in r.stderr
+    one = run("models", "resnet18", "--ops", "--format", "scalesim", "--batch", "1")
+    assert one.returncode == 0 and one.stderr == ""
+    topo = tmp_path / "r18.csv"
+    topo.write_text(one.stdout)
+    back = json.loads(run("models", "--topology", str(topo), "--json").stdout)
+    assert back["macs"] == json.loads(run("models", "resnet18", "--json").stdout)["macs"]
+
+
 def test_workload_file_in_a_configuration(run, tmp_path, monkeypatch):
     """A configuration names a topology relative to itself; `dse evaluate` costs it like a zoo model."""
     (tmp_path / "nets").mkdir()
