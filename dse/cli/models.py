@@ -39,7 +39,8 @@ def models_cmd(
     fmt: Optional[str] = typer.Option(
         None, "--format", "-f",
         help="table, json, or with --ops also scalesim (the forward GEMMs at --batch in SCALE-Sim's "
-             "Layer, M, N, K layout; --batch 1 for a file dse reads back as a workload) or scalesim-conv (SCALE-Sim's convolution layout, per sample)."),
+             "Layer, M, N, K layout; --batch 1 for a file dse reads back as a workload) or scalesim-conv "
+             "(SCALE-Sim's convolution layout, per sample)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table (--format json)."),
 ) -> None:
     """The workload zoo: name, input, GEMM layers, parameters and forward MACs per sample.
