@@ -186,8 +186,8 @@ def pipeline(
             try:
                 c = replace(cfg, parallel=replace(cfg.parallel, schedule=n)) if n != names[0] else cfg
                 bp, gp, mp = model_steps(c, n, gp_fraction)
-            except ValueError as e:
-                raise UsageError(_option(str(e))) from None
+            except (ValueError, UsageError) as e:  # a [parallel] field's message, named as its option
+                raise UsageError(_option(str(e).removeprefix("parallel."))) from None
             bp, gp = _scaled(bp, 1e3), (_scaled(gp, 1e3) if gp is not None else None)
             r = _summary(n, bp, gp, gp_fraction, batch, "ms")
             r["stage_starts"], r["stage_imbalance"] = list(mp.starts), mp.imbalance

@@ -75,6 +75,9 @@ class Workload:
             elif m not in known:
                 raise UsageError(f"{where}.models: unknown model {m!r}; the zoo has: {', '.join(known)}, "
                                  "or a workload file (a SCALE-Sim topology .csv, an ONNX model .onnx)")
+        twice = next((m for i, m in enumerate(models) if m in models[:i]), None)
+        if twice is not None:  # it would be costed twice: in the job's energy and the speed-up's geometric mean
+            raise UsageError(f"{where}.models: {twice!r} is named twice; name each model once")
         dataset = take(d, "dataset", str, where, default=None, choices=("imagenet", "cifar10", "cifar100"))
         if dataset is not None:
             for m in models:

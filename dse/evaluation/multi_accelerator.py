@@ -27,6 +27,7 @@ from accel import Hardware
 from accel.pipeline import Link, ModelPipeline, model_pipeline, pipeline_job
 from dse.config.configuration import plan_key
 from dse.config.parallel import microbatch_size
+from dse.errors import UsageError
 from dse.evaluation.workloads import model_key, net, scheme_plan_of, technology, training_ops
 
 __all__ = ["model_stages", "evaluate_parallel"]
@@ -60,8 +61,13 @@ def model_stages(cfg, model: str) -> ModelPipeline:
     """``cfg``'s model cut into the stages of its ``[parallel]`` table on its ``[hardware]`` (cached)."""
     par, w = cfg.parallel, cfg.workload
     mb = microbatch_size(w.batch, par)
-    return _model_stages_cached(model_key(w, model), mb, w.optimizer, plan_key(cfg.training), cfg.hardware,
-                                par.stages, par.chunks, par.link, cfg.technology)
+    try:
+        return _model_stages_cached(model_key(w, model), mb, w.optimizer, plan_key(cfg.training), cfg.hardware,
+                                    par.stages, par.chunks, par.link, cfg.technology)
+    except ValueError as e:
+        if str(e).startswith("stages: "):  # more stages than the model has weight layers: an impossible job
+            raise UsageError(f"parallel.{e}") from None
+        raise
 
 
 def evaluate_parallel(cfg, gp_fraction: float) -> list[dict]:

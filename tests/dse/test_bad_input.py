@@ -252,6 +252,12 @@ CONFIG_CASES = {
     "unknown_model": (_set("workload", models=["resnet51"]), ("workload.models", "'resnet51'", "resnet50")),
     "gp_fraction_above_1": (_set("schedule", gp_fraction=1.5), ("schedule.gp_fraction", "<= 1", "1.5")),
     "seeds_zero": (lambda c: c.update(seeds=0), ("seeds", ">= 1")),
+    # a model named twice was costed twice (its energy counted twice, its speed-up weighted twice)
+    "model_named_twice": (_set("workload", models=["resnet18", "resnet18"]),
+                          ("workload.models", "'resnet18'", "named twice")),
+    # an impossible pipeline was an internal error (exit 1), not a one-line refusal
+    "more_stages_than_layers": (lambda c: c.update(parallel={"stages": 1000, "microbatches": 4}),
+                                ("parallel.stages", "1000 stages", "weight layers", "resnet18 has 21")),
 }
 
 
@@ -287,6 +293,8 @@ def test_bad_configuration_file_format_and_options(tmp_path):
     usage_error(tmp_path, "evaluate", tmp_path / "none.toml", needles=("none.toml", "no such file"))
     usage_error(tmp_path, "evaluate", "--seeds", "0", ok, needles=("--seeds", "from 1 to 20", "0"))
     usage_error(tmp_path, "evaluate", "--model", "resnet51", ok, needles=("--model", "'resnet51'", "resnet50"))
+    usage_error(tmp_path, "evaluate", "-m", "resnet18", "-m", "resnet18", ok,
+                needles=("--model", "'resnet18'", "named twice"))
 
 
 @pytest.mark.parametrize("cmd", [("evaluate",), ("sweep", "--knob", "hardware.rows=8,16")])
