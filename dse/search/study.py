@@ -266,13 +266,13 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                 "is now: dse run --accept-changes (from Python: dse.run(spec, accept_changes=True))")
         if not change:
             return
-        fixed = [n for n in now["space"] if n in old.get("space", {}) and old["space"][n] != now["space"][n]
-                 and isinstance(old["space"][n], list) and isinstance(now["space"][n], list)]
+        fixed = [(n, why) for n in now["space"] if n in old.get("space", {})
+                 and (why := _fixed_by_optuna(old["space"][n], now["space"][n]))]
         if fixed:
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
-                f"the choices of space.{fixed[0]} cannot change within a study (Optuna fixes a categorical "
-                "knob's choices), so give [study] name a new value to start a new study")
+                f"{fixed[0][1]} of space.{fixed[0][0]} cannot change within a study (Optuna fixes a knob's "
+                "kind, a list's choices and a range's scale), so give [study] name a new value to start a new study")
     if not (create or accept_changes):
         return  # a read-only look at a study made before studies remembered their file
     study.set_user_attr(IDENTITY_ATTR, now)
@@ -281,6 +281,27 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(spec.metrics)
     study.set_user_attr("description", describe(spec))
+
+
+def _fixed_by_optuna(old, now) -> str | None:
+    """What of a searched knob changed between two identities' ``space`` entries (a list of choices, a range's
+    table) that Optuna refuses for a parameter its trials already have, or None: a list's choices, a list
+    made a range or back, a range's log scale, an integer range made a float one or back. (A fixed value on
+    either side: no stored distribution to clash with, or none needed.)"""
+    if isinstance(old, list) and isinstance(now, list):
+        return "the choices" if old != now else None
+    if isinstance(old, list) != isinstance(now, list) and isinstance(old, (list, dict)) \
+            and isinstance(now, (list, dict)):
+        return "the kind (a list of choices or a range)"
+    if isinstance(old, dict) and isinstance(now, dict):
+        if bool(old.get("log")) != bool(now.get("log")):
+            return "the scale (log or linear)"
+
+        def integer(r):
+            return all(isinstance(r.get(k), int) for k in ("low", "high")) and isinstance(r.get("step", 1), int)
+        if integer(old) != integer(now):
+            return "the number type (integer or float range)"
+    return None
 
 
 #: the study user attribute holding :meth:`StudySpec.identity`
@@ -537,11 +558,17 @@ def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
     if t.state != TrialState.COMPLETE or t.values is None:
         return None
     metrics = dict(t.user_attrs.get("metrics", {}))
+    if not metrics:  # nothing recorded beside Optuna's values (not a trial dse made): its values stand
+        values = tuple(float(v) for v in t.values)
+    elif all(m in metrics for m in spec.metrics):  # the study's objectives now, even after --accept-changes
+        values = tuple(float(metrics[m]) for m in spec.metrics)  # swapped one for another of the same direction
+    else:  # it did not record an objective the study has now: it cannot be placed on the front
+        return None
     if all(c.metric in metrics for c in spec.constraints):
         feasible = all(c.violation(metrics[c.metric]) <= 0 for c in spec.constraints)
     else:
         feasible = all(v <= 0 for v in t.constraints.values())
-    return Point(number=t.number, values=tuple(float(v) for v in t.values), metrics=metrics,
+    return Point(number=t.number, values=values, metrics=metrics,
                  params=dict(t.params), feasible=feasible, config=dict(t.user_attrs.get("config", {})),
                  per_seed=t.user_attrs.get("per_seed"))
 

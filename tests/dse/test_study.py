@@ -237,6 +237,57 @@ def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
     assert len(open_study(spec, create=False).get_trials()) == 2
 
 
+@pytest.mark.parametrize("now, what", [("rows = { low = 8, high = 32, step = 8 }", "the kind"),
+                                       ("rows = { low = 8.0, high = 32.0 }", "the kind")])
+def test_accept_changes_cannot_make_a_list_of_choices_a_range(study_file, capsys, now, what):
+    """Accepted, and then every new trial failed ("Cannot set different distribution kind to the same
+    parameter name"), spending the budget."""
+    spec = load_study(study_file)
+    run(spec, trials=2)
+    study_file.write_text(study_file.read_text().replace("rows = [8, 16, 32]", now))
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet")
+    assert code == 2 and f"{what} (a list of choices or a range) of space.hardware.rows cannot change" in err, err
+    assert len(open_study(spec, create=False).get_trials()) == 2
+
+
+def test_fixed_by_optuna_names_each_change_optuna_refuses():
+    from dse.search.study import _fixed_by_optuna
+
+    assert _fixed_by_optuna([8, 16], [8, 16]) is None and _fixed_by_optuna([8, 16], [8]) == "the choices"
+    assert _fixed_by_optuna({"low": 8, "high": 32}, {"low": 4, "high": 64}) is None  # a range may move
+    assert _fixed_by_optuna({"low": 8, "high": 32}, {"low": 8, "high": 32, "log": True}).startswith("the scale")
+    assert _fixed_by_optuna({"low": 8, "high": 32}, {"low": 8.0, "high": 32.0}).startswith("the number type")
+    assert _fixed_by_optuna({"low": 8, "high": 32}, [8, 32]).startswith("the kind")
+    assert _fixed_by_optuna(16, [8, 16]) is None and _fixed_by_optuna([8, 16], 16) is None
+
+
+def test_accept_changes_to_an_objective_of_the_same_direction_ranks_by_the_new_one(study_file, capsys):
+    """The front was computed from each trial's stored Optuna values, still the old objective's: after
+    speedup -> speedup_same_hw, points the new objective dominates were listed on the front."""
+    spec = load_study(study_file)
+    run(spec, trials=6)
+    study_file.write_text(study_file.read_text().replace('metric = "speedup"', 'metric = "speedup_same_hw"'))
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet", "--trials", "8")
+    assert code == 0, err
+    spec = load_study(study_file)
+    assert "speedup_same_hw" in spec.metrics and "speedup" not in spec.metrics
+    pts = load_points(open_study(spec, create=False), spec)
+    assert len(pts) == 8 and all(p.values == tuple(p.metrics[m] for m in spec.metrics) for p in pts)
+    # the front, judged independently from every trial's recorded figures
+    feasible = [p for p in pts if p.feasible]
+    signs = [1 if d == "minimize" else -1 for d in spec.directions]
+
+    def dominates(a, b):
+        x = [s * a.metrics[m] for s, m in zip(signs, spec.metrics)]
+        y = [s * b.metrics[m] for s, m in zip(signs, spec.metrics)]
+        return all(u <= v for u, v in zip(x, y)) and x != y
+    expected = {tuple(p.metrics[m] for m in spec.metrics) for p in feasible
+                if not any(dominates(q, p) for q in feasible)}
+    assert _cli("pareto", str(study_file), "--format", "json") == 0
+    rows = json.loads(capsys.readouterr().out)  # one row per objective vector (duplicates: the first trial)
+    assert {tuple(r[m] for m in spec.metrics) for r in rows} == expected and len(rows) == len(expected)
+
+
 @pytest.mark.parametrize("strategy", ["joint", "hybrid"])
 def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, connections,
                                                                                    strategy):
