@@ -5,7 +5,8 @@ In a study file, each knob under ``[space.training]``, ``[space.hardware]`` or `
 * a fixed value: ``dataflow = "ws"``;
 * a list of choices: ``rows = [16, 32, 64]``;
 * a range: ``lr = { low = 0.01, high = 0.1, log = true }`` or ``warmup = { low = 0.05, high = 0.3, step = 0.05 }``
-  (integer when ``low`` and ``high`` are integers and ``step``, if given, is too);
+  (integer when ``low`` and ``high`` are integers and ``step``, if given, is too; a ``step`` must divide
+  ``high - low``, and a field that takes integers needs an integer range);
 * a bundle, a list of tables of fields that go together, under a name of its own:
   ``predictor_unit = [{ pred_rows = 0, pred_cols = 0, pred_kb = 0.0 }, { pred_rows = 16, pred_cols = 16,
   pred_kb = 48.0 }]`` (sampled as one categorical knob whose values name their fields).
@@ -123,6 +124,13 @@ def parse_knob(name: str, spec: Any) -> Knob:
                 raise UsageError(f"{name}.step: expected a positive number, got {step!r}")
             if log:
                 raise UsageError(f"{name}: give either log or step, not both (Optuna's rule)")
+            n = (high - low) / step
+            if n < 1 - 1e-9 or abs(n - round(n)) > 1e-9:  # Optuna would narrow the range without a word
+                last = low + int(n + 1e-9) * step
+                raise UsageError(f"{name}: step {step} does not divide high - low ({high} - {low}); the range would "
+                                 f"end at {last:g}, not {high}: give high = {last:g} or a step that divides it"
+                                 if n >= 1 else
+                                 f"{name}: step {step} is larger than high - low ({high} - {low}); give a smaller step")
         integer = all(isinstance(v, int) for v in (low, high)) and (step is None or isinstance(step, int))
         return Range(float(low) if not integer else low, float(high) if not integer else high, log,
                      step, integer)

@@ -274,14 +274,22 @@ def _check_values(space: Space, base: Configuration) -> None:
     """Every value a knob can take must be valid on its own (combinations are checked per trial)."""
     for name, knob in space:
         section, fld = name.split(".", 1)
+        probe = None
         if isinstance(knob, Fixed):
             values = [{fld: knob.value}]
         elif isinstance(knob, Choice):
             values = [{fld: v} for v in knob.choices]
         elif isinstance(knob, Bundle):
             values = [dict(t) for t in knob.tables]
-        else:
-            values = [{fld: knob.low}, {fld: knob.high}]
+        else:  # its ends, and a value inside (a float range on an integer field fails there, not at its ends)
+            if knob.step is not None:
+                inside = knob.low + knob.step
+            elif knob.log:
+                inside = knob.low * (knob.high / knob.low) ** 0.618
+            else:
+                inside = knob.low + (knob.high - knob.low) * 0.618
+            probe = {fld: inside}
+            values = [{fld: knob.low}, {fld: knob.high}] + ([] if knob.integer else [probe])
         for v in values:
             try:
                 if section == "training":
@@ -297,7 +305,9 @@ def _check_values(space: Space, base: Configuration) -> None:
                 why = str(e)
                 if len(v) == 1 and why.startswith(f"{fld}: "):  # the field is already named
                     why = why[len(fld) + 2:]
-                raise UsageError(f"space.{name}: value {shown!r} is not allowed: {why}") from None
+                sampled = (" (a value the float range samples; integer low, high and step make an integer range)"
+                           if v is probe else "")
+                raise UsageError(f"space.{name}: value {shown!r}{sampled} is not allowed: {why}") from None
 
 
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:

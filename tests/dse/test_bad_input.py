@@ -129,6 +129,16 @@ STUDY_CASES = {
     "grid_over_a_continuous_range": (edit("[space.hardware]", "[space.hardware]\nifmap_kb = {low = 32.0, high = 64.0}",
                                           edit('sampler = "nsga2"', 'sampler = "grid"')),
                                      ("space.hardware.ifmap_kb", "finite knobs", "step")),
+    # a float range on an integer field passed (its ends are integers) and its trials failed one by one
+    "float_range_on_an_integer_field": (edit("rows = [8, 16, 32]", "rows = {low = 16.0, high = 64.0}"),
+                                        ("space.hardware.rows", "the float range samples", "must be an integer")),
+    "fractional_step_on_an_integer_field": (edit("rows = [8, 16, 32]", "rows = {low = 16, high = 64, step = 7.5}"),
+                                            ("space.hardware.rows", "step 7.5", "does not divide", "61")),
+    # Optuna narrowed the range without a word (with its warning and a site-packages path)
+    "step_that_does_not_divide": (edit("rows = [8, 16, 32]", "rows = {low = 16, high = 64, step = 20}"),
+                                  ("space.hardware.rows", "step 20", "does not divide", "give high = 56")),
+    "step_beyond_the_range": (edit("rows = [8, 16, 32]", "rows = {low = 16, high = 64, step = 100}"),
+                              ("space.hardware.rows", "step 100", "larger than high - low")),
     "objective_not_a_metric": (edit('metric = "speedup"', 'metric = "fastness"'),
                                ("objectives[1].metric", "'fastness'", *_ALL_METRICS)),
     "objective_direction": (edit('metric = "speedup"', 'metric = "speedup"\ndirection = "up"'),

@@ -238,7 +238,7 @@ def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
 
 
 @pytest.mark.parametrize("now, what", [("rows = { low = 8, high = 32, step = 8 }", "the kind"),
-                                       ("rows = { low = 8.0, high = 32.0 }", "the kind")])
+                                       ("rows = { low = 8, high = 32 }", "the kind")])
 def test_accept_changes_cannot_make_a_list_of_choices_a_range(study_file, capsys, now, what):
     """Accepted, and then every new trial failed ("Cannot set different distribution kind to the same
     parameter name"), spending the budget."""
