@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel import Hardware
+from accel import Hardware, load_tech
 from dse.config.parallel import ParallelConfig, microbatch_size
 from dse.config.schema import check_keys, load_toml, take
 from dse.config.values import check_document
@@ -79,6 +79,23 @@ class Configuration:
             d["parallel"] = self.parallel.to_dict()
         return d
 
+    def file_digests(self) -> dict[str, str]:
+        """The files this configuration names (its technology table, its workload files), each by a digest of
+        its content: a study's trials depend on what they hold, not only on their paths."""
+        import hashlib
+
+        from models import importers
+
+        paths = [self.technology] if self.technology else []
+        paths += [m for m in self.workload.models if importers.is_file_model(m)]
+        out = {}
+        for p in paths:
+            try:
+                out[p] = hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16]
+            except OSError as e:
+                raise UsageError(f"{p}: cannot be read ({e.strerror})") from None
+        return out
+
     @classmethod
     def from_dict(cls, d: dict, *, base: Path | None = None, where: str = "") -> "Configuration":
         pre = f"{where}." if where else ""
@@ -105,6 +122,12 @@ class Configuration:
         tech = take(d, "technology", str, where or "configuration", default=None)
         if tech is not None and base is not None and not Path(tech).is_absolute():
             tech = str((base / tech).resolve())
+        if tech is not None:  # read now: a missing or bad table fails here, not in every trial
+            try:
+                load_tech(tech)
+            except (OSError, ValueError) as e:
+                raise UsageError(f"{pre}technology: {tech}: " + (e.strerror or str(e) if isinstance(e, OSError)
+                                                                 else str(e).removeprefix(f"{tech}: "))) from None
         par = ParallelConfig.from_dict(d["parallel"], f"{pre}parallel") if "parallel" in d else None
         if par is not None:
             try:

@@ -257,6 +257,10 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
     attrs = study.user_attrs
     now = spec.identity()
     old = attrs.get(IDENTITY_ATTR)
+    legacy = False
+    if old is not None and "file contents" in now and "file contents" not in old:
+        # made before studies recorded the content of the files they name: taken as they are now, and recorded
+        old, legacy = {**old, "file contents": now["file contents"]}, True
     if old is not None:
         change = identity_change(old, now)
         if change and not accept_changes:
@@ -264,7 +268,7 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
                 "give [study] name a new value to start a new study, or continue this one with the file as it "
                 "is now: dse run --accept-changes (from Python: dse.run(spec, accept_changes=True))")
-        if not change:
+        if not change and not legacy:
             return
         fixed = [(n, why) for n in now["space"] if n in old.get("space", {})
                  and (why := _fixed_by_optuna(old["space"][n], now["space"][n]))]

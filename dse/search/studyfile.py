@@ -173,6 +173,9 @@ class StudySpec:
             out["seeds_max"] = self.seeds_max
         if self.first_seed:
             out["first_seed"] = self.first_seed
+        files = self.base.file_digests()
+        if files:  # the tables and topologies it names, by content (only when it names some: as above)
+            out["file contents"] = files
         return out
 
     @property

@@ -288,6 +288,35 @@ def test_accept_changes_to_an_objective_of_the_same_direction_ranks_by_the_new_o
     assert {tuple(r[m] for m in spec.metrics) for r in rows} == expected and len(rows) == len(expected)
 
 
+def test_a_study_notices_an_edited_technology_table_and_a_missing_one(study_file, capsys):
+    """A study stored only the path of the technology table it names: editing the table after a run mixed two
+    energy models in one front without a word; a missing table failed every trial, spending the budget."""
+    import shutil
+    from importlib import resources
+
+    tech = study_file.parent / "tech.toml"
+    text = study_file.read_text()
+    study_file.write_text('technology = "tech.toml"\n' + text)
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")
+    assert code == 2 and "technology: " in err and "tech.toml" in err and "No such file" in err, err
+    assert not (study_file.parent / "tiny.db").exists() or not optuna.get_all_study_summaries(
+        f"sqlite:///{study_file.parent / 'tiny.db'}")  # refused before any trial
+    shutil.copy(resources.files("accel").joinpath("data/tech_default.toml"), tech)
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")[0] == 0
+    tech.write_text(tech.read_text().replace("[dram_pj_per_byte]\nvalue = ", "[dram_pj_per_byte]\nvalue = 1"))
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "4")
+    assert code == 2 and "file contents" in err and "tech.toml" in err and "--accept-changes" in err, err
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "4", "--accept-changes")[0] == 0
+    # a study made before studies recorded file contents opens as it is, and records them
+    spec = load_study(study_file)
+    study = open_study(spec, create=False)
+    stored = dict(study.user_attrs["dse_study_file"])
+    del stored["file contents"]
+    study.set_user_attr("dse_study_file", stored)
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "5")[0] == 0
+    assert "file contents" in open_study(spec, create=False).user_attrs["dse_study_file"]
+
+
 @pytest.mark.parametrize("strategy", ["joint", "hybrid"])
 def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, connections,
                                                                                    strategy):
