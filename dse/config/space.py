@@ -153,6 +153,7 @@ class Space:
         for section, table in tables.items():
             if not isinstance(table, dict):
                 raise UsageError(f"{where}.{section}: expected a table of knobs")
+            sets: dict[str, str] = {}  # field -> the knob that sets it (one knob, or a bundle's name)
             for field, spec in table.items():
                 knob = parse_knob(f"{where}.{section}.{field}", spec)
                 fields_ = {k for t in knob.tables for k, _ in t} if isinstance(knob, Bundle) else {field}
@@ -160,6 +161,11 @@ class Space:
                     if f not in allowed[section]:
                         what = f"{where}.{section}.{field}" + (f".{f}" if isinstance(knob, Bundle) else "")
                         raise UsageError(f"{what}: unknown knob; allowed: {', '.join(sorted(allowed[section]))}")
+                for f in sorted(fields_):  # one field set by two knobs: the later would win without a word
+                    if f in sets:
+                        raise UsageError(f"{where}.{section}.{field}: sets {f}, which {where}.{section}.{sets[f]} "
+                                         "sets too; give each field in one knob only")
+                    sets[f] = field
                 knobs.append((f"{section}.{field}", knob))
         return cls(tuple(knobs))
 

@@ -134,6 +134,10 @@ STUDY_CASES = {
                                         ("space.hardware.rows", "the float range samples", "must be an integer")),
     "fractional_step_on_an_integer_field": (edit("rows = [8, 16, 32]", "rows = {low = 16, high = 64, step = 7.5}"),
                                             ("space.hardware.rows", "step 7.5", "does not divide", "61")),
+    # a field in a knob and in a bundle: the later declaration won, the table showed the other's value
+    "field_in_a_knob_and_a_bundle": (edit("rows = [8, 16, 32]", "rows = [8, 16, 32]\nunit = [{rows = 64, cols = 64}, "
+                                                                "{rows = 128, cols = 128}]"),
+                                     ("space.hardware.unit", "sets rows", "space.hardware.rows sets too")),
     # Optuna narrowed the range without a word (with its warning and a site-packages path)
     "step_that_does_not_divide": (edit("rows = [8, 16, 32]", "rows = {low = 16, high = 64, step = 20}"),
                                   ("space.hardware.rows", "step 20", "does not divide", "give high = 56")),
