@@ -359,7 +359,7 @@ def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | No
     test (:func:`dse.search.noise.noise_aware_front`).
     """
     from dse.search.noise import noise_aware_front
-    from dse.search.pareto import COMPARISONS, front, parse_where
+    from dse.search.pareto import COMPARISONS, check_recorded, front, parse_where
     from dse.search.study import load_points
 
     pts = load_points(study, spec)
@@ -369,6 +369,7 @@ def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | No
     numeric = {k for k in names if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
                                        for r in rows)}
     conds = [parse_where(w, dict.fromkeys(sorted(numeric | set(metric_order(spec))))) for w in where]
+    check_recorded(rows, [m for m, _, _ in conds], "--where", "on the front")
     rows = [r for r in rows if all(r.get(m) is not None and COMPARISONS[op](r[m], v) for m, op, v in conds)]
     key = sort or spec.metrics[0]
     from dse.evaluation import metrics as registry
@@ -376,6 +377,7 @@ def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | No
     sortable = metric_order(spec) + [c for c in task_columns(pts) if registry.like(c) is not None]
     if key not in sortable:
         raise UsageError(f"--sort: {key!r} is not a metric; allowed: {', '.join(sortable)}")
+    check_recorded(rows, [key], "--sort", "on the front")
     sign = -1 if natural_direction(key) == "maximize" else 1
     rows.sort(key=lambda r: (r.get(key) is None, sign * (r.get(key) or 0.0), r["trial"]))
     if limit is not None:

@@ -142,9 +142,25 @@ def parse_where(text: str, metrics: dict) -> tuple[str, str, float]:
         raise UsageError(f"--where: {num!r} is not a number") from None
 
 
+def check_recorded(records: list[dict], names, option: str, scope: str = "of this study") -> None:
+    """UsageError naming ``option`` when no record (a point's metrics, a front row) holds one of ``names`` (a
+    metric the study never computed: more trials would not give it), with what it needs; nothing without records."""
+    from dse.evaluation import metrics as registry
+
+    for name in names:
+        if records and all(r.get(name) is None for r in records):
+            m = registry.like(name)
+            needs = (f": it needs the surrogate's {' and '.join(m.controls)} control, which a study trains only when "
+                     "an objective or constraint needs it" if m is not None and m.controls else "")
+            raise UsageError(f"{option}: no trial {scope} recorded {name}{needs}")
+
+
 def best(points: list[Point], metric: str, direction: str, where: list[tuple[str, str, float]] = ()
          ) -> Point:
     """The feasible point with the best ``metric`` among those meeting every ``where`` condition."""
+    records = [p.metrics for p in points]
+    check_recorded(records, [metric], "--best")
+    check_recorded(records, [m for m, _, _ in where], "--where")
     pts = [p for p in feasible_points(points) if metric in p.metrics
            and all(m in p.metrics and COMPARISONS[op](p.metrics[m], v) for m, op, v in where)]
     if not pts:

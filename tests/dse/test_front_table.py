@@ -146,6 +146,19 @@ def test_an_empty_front_table_says_why():
         "none of the 2 front points passes --where speedup>9 and area_mm2<1"
 
 
+def test_a_metric_the_study_never_recorded_is_named_not_sorted_last_or_filtered_to_nothing(cli, noisy):
+    """predictor_gain needs the null control, which this study does not train: --sort listed the front in
+    trial order as if sorted, --where printed an empty front, --best said to run more trials."""
+    for args, option in ((["pareto", noisy, "--sort", "predictor_gain"], "--sort"),
+                         (["pareto", noisy, "--where", "predictor_gain>-100"], "--where"),
+                         (["export", noisy, "--best", "predictor_gain"], "--best"),
+                         (["export", noisy, "--best", "speedup", "--where", "predictor_gain>0"], "--where")):
+        r = cli(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert f"{option}: no trial" in r.stderr and "recorded predictor_gain" in r.stderr, r.stderr
+        assert "null control" in r.stderr and "run more trials" not in r.stderr
+
+
 def test_columns_all_is_the_full_table(cli, noisy, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     rows = json.loads(cli("pareto", noisy, "--format", "json").stdout)
