@@ -153,7 +153,11 @@ def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = Fal
     cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {number} config")
     metrics = dict(t.user_attrs.get("metrics", {}))
     out["metrics"] = metrics
-    out["constraints"] = {k: float(v) for k, v in t.constraints.items()} if hasattr(t, "constraints") else {}
+    # each constraint of the study (its file now, as pareto and export judge it): its violation (<= 0: met)
+    if all(c.metric in metrics for c in spec.constraints):
+        out["constraints"] = {str(c): float(c.violation(metrics[c.metric])) for c in spec.constraints}
+    else:  # a constraint on a metric it did not record: the values stored when it ran
+        out["constraints"] = {str(k): float(v) for k, v in getattr(t, "constraints", {}).items()}
     out["feasible"] = all(v <= 0 for v in out["constraints"].values())
     out["surrogate"] = dict(t.user_attrs.get("surrogate", {}))
     out["config"] = cfg.to_dict()

@@ -215,17 +215,28 @@ def test_a_changed_file_is_refused_with_what_changed_and_nothing_is_lost(study_f
 def test_accept_changes_continues_and_the_study_follows_the_new_constraints(study_file, capsys):
     spec = load_study(study_file)
     run(spec, trials=6)
-    study_file.write_text(study_file.read_text().replace("max = 4.0", "max = 1.0"))
+    study_file.write_text(study_file.read_text().replace("max = 4.0", "max = 2.5"))
     code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet")
     assert code == 0, err
     spec = load_study(study_file)
     pts = load_points(open_study(spec, create=False), spec)
     assert len(open_study(spec, create=False).get_trials()) == spec.trials
     # feasibility is the study's (now the new file's) constraint, for old and new trials alike
-    assert all(p.feasible == (p.metrics["area_mm2"] <= 1.0) for p in pts)
+    assert all(p.feasible == (p.metrics["area_mm2"] <= 2.5) for p in pts)
     assert _cli("pareto", str(study_file), "--format", "json") == 0
     rows = json.loads(capsys.readouterr().out)
-    assert all(r["area_mm2"] <= 1.0 for r in rows)
+    assert all(r["area_mm2"] <= 2.5 for r in rows)
+    # dse show judges a trial by the study's constraints too (it showed the stored verdict, unlabelled), and its
+    # table names each metric's constraint and whether the trial meets it
+    for p in pts:
+        assert _cli("show", str(study_file), str(p.number), "--format", "json") == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["constraints"] == {"area_mm2 <= 2.5": pytest.approx(p.metrics["area_mm2"] - 2.5)}
+        assert d["feasible"] == p.feasible
+        assert _cli("show", str(study_file), str(p.number)) == 0
+        line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("area_mm2 "))
+        assert f"constraint <= 2.5: {'met' if p.feasible else 'violated'}" in line, line
+    assert {p.feasible for p in pts} == {True, False}
 
 
 def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
