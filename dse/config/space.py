@@ -92,11 +92,17 @@ def parse_knob(name: str, spec: Any) -> Knob:
         if not spec:
             raise UsageError(f"{name}: an empty list of choices; give at least one value")
         if all(isinstance(v, dict) for v in spec):
-            return Bundle(tuple(tuple(sorted(v.items())) for v in spec))
-        if any(isinstance(v, (dict, list)) for v in spec):
+            tables = tuple(tuple(sorted(v.items())) for v in spec)
+            twice = next((dict(t) for i, t in enumerate(tables) if t in tables[:i]), None)
+        elif any(isinstance(v, (dict, list)) for v in spec):
             raise UsageError(f"{name}: choices must be plain values (numbers, strings, booleans), or all "
                              "tables (a bundle)")
-        return Choice(tuple(spec))
+        else:  # 16 and 16.0 are one value to the model (a bool is not a number here)
+            twice = next((v for i, v in enumerate(spec)
+                          if any(v == w and isinstance(v, bool) == isinstance(w, bool) for w in spec[:i])), None)
+        if twice is not None:  # sampled twice as often as the others, without a word
+            raise UsageError(f"{name}: {twice!r} is listed twice; give each choice once")
+        return Bundle(tables) if all(isinstance(v, dict) for v in spec) else Choice(tuple(spec))
     if isinstance(spec, dict):
         allowed = {"low", "high", "log", "step"}
         unknown = sorted(set(spec) - allowed)

@@ -138,6 +138,9 @@ STUDY_CASES = {
     "field_in_a_knob_and_a_bundle": (edit("rows = [8, 16, 32]", "rows = [8, 16, 32]\nunit = [{rows = 64, cols = 64}, "
                                                                 "{rows = 128, cols = 128}]"),
                                      ("space.hardware.unit", "sets rows", "space.hardware.rows sets too")),
+    # a choice listed twice was sampled twice as often, without a word
+    "choice_listed_twice": (edit("rows = [8, 16, 32]", "rows = [8, 16, 16.0, 32]"),
+                            ("space.hardware.rows", "16.0 is listed twice", "each choice once")),
     # Optuna narrowed the range without a word (with its warning and a site-packages path)
     "step_that_does_not_divide": (edit("rows = [8, 16, 32]", "rows = {low = 16, high = 64, step = 20}"),
                                   ("space.hardware.rows", "step 20", "does not divide", "give high = 56")),
