@@ -153,6 +153,12 @@ def _unused_options(spec, runs: Optional[int] = None) -> None:
         typer.echo(f"note: {', '.join(f'study.{n}' for n in unused)}: option{'s' if len(unused) > 1 else ''} of the "
                    f"{' and '.join(owners)} strategy, not used by the {spec.strategy} strategy this run uses",
                    err=True)
+    from dse.search.samplers import SAMPLER_OPTIONS
+
+    for n, readers in SAMPLER_OPTIONS.items():
+        if n in spec.raw.get("study", {}) and spec.sampler not in readers:
+            typer.echo(f"note: study.{n}: an option of the {', '.join(readers)} samplers, not used by the "
+                       f"{spec.sampler} sampler this run uses", err=True)
 
 
 def _all_failed(spec, study, study_file) -> None:

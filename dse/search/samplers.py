@@ -111,6 +111,13 @@ SAMPLERS: dict[str, Callable[[Any, int], Any]] = {
 }
 
 
+#: the [study] options a sampler reads -> the samplers that read it (the others ignore it: dse run names it)
+SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "population": ("nsga2", "nsga3", "auto"),
+    "startup_trials": ("tpe", "auto", "gp", "hvi"),
+}
+
+
 def make_sampler(spec, seed: int, sampler: Any = None):
     """The sampler for ``spec``: ``sampler`` when it is an Optuna sampler instance (injected through the Python
     API; used as given, with its own seed), else the registry's entry for ``spec.sampler``, seeded with

@@ -521,6 +521,17 @@ def test_a_worst_task_objective_is_raced_and_shows_its_noise(tmp_path, cli):
     assert len(kept) == sum(float(r["mnist1d_accuracy_drop"]) <= cut for r in rows)
 
 
+def test_sampler_options_the_sampler_does_not_read_are_named_as_unused(tmp_path, cli):
+    """population and startup_trials with the random sampler were ignored without a word."""
+    path = write_study(tmp_path, FAST_STUDY.replace('sampler = "nsga2"', 'sampler = "random"\nstartup_trials = 5'))
+    r = cli("run", path, "--trials", "2", "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "note: study.population: an option of the nsga2, nsga3, auto samplers, not used by the random" in r.stderr
+    assert "note: study.startup_trials: an option of the tpe, auto, gp, hvi samplers" in r.stderr
+    r = cli("run", path, "--trials", "3", "--workers", "1", "--quiet", "--sampler", "auto")
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr  # auto reads both
+
+
 def test_hybrid_options_given_to_a_joint_run_are_named_as_unused(tmp_path, cli):
     path = write_study(tmp_path, RUN_BUDGET)
     r = cli("run", path, "--strategy", "joint", "--trials", "2", "--workers", "1", "--quiet")
