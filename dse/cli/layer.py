@@ -108,6 +108,7 @@ def _result(desc, mkn, hw, geo, tech=None) -> dict:
 
 
 def layer(
+    ctx: typer.Context = None,  # type: ignore[assignment]  (None: called from Python, options as given)
     gemm: Annotated[Optional[tuple[int, int, int]], typer.Option(
         "--gemm", metavar="M K N",
         help="A GEMM A[M x K] @ B[K x N]: M output rows (e.g. batch*pixels), K the reduction, "
@@ -155,6 +156,13 @@ def layer(
                    ("--stride", stride), ("--pad", pad), ("--word-bytes", word_bytes), ("--acc-bytes", acc_bytes),
                    *(("--gemm", x) for x in gemm or ()), *(("--conv", x) for x in conv or ())):
         check_number(v, opt, "bandwidth_gbps" if opt == "--bandwidth" else None)
+    from dse.cli.options import refuse_unused
+
+    if topology is None:
+        refuse_unused(ctx, {"batch": "--batch"}, "applies to --topology only (a --gemm's M or a --conv's output "
+                                                   "pixels hold the samples)")
+    if conv is None:
+        refuse_unused(ctx, {"stride": "--stride", "pad": "--pad"}, "applies to --conv only")
     table = _tech(tech)
     if topology is not None:
         if gemm is not None or conv is not None:

@@ -17,6 +17,7 @@ __all__ = ["models_cmd"]
 
 
 def models_cmd(
+    ctx: typer.Context = None,  # type: ignore[assignment]  (None: called from Python, options as given)
     name: Optional[str] = typer.Argument(None, metavar="NAME",
                                          help="A zoo model, or a workload file (.csv SCALE-Sim topology, .onnx "
                                               "model); without it, list the whole zoo."),
@@ -53,6 +54,10 @@ def models_cmd(
     from models import zoo
 
     check_number(batch, "--batch")
+    if not ops:
+        from dse.cli.options import refuse_unused
+
+        refuse_unused(ctx, {"batch": "--batch", "optimizer": "--optimizer"}, "applies to --ops only")
 
     if dataset is not None and dataset not in DATASETS:
         raise UsageError(f"--dataset: {dataset!r} is not a data set; choose one of {', '.join(DATASETS)}")

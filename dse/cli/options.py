@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-__all__ = ["STUDY_ARG", "ACCEPT_OPT", "STORAGE_OPT", "load_spec"]
+__all__ = ["STUDY_ARG", "ACCEPT_OPT", "STORAGE_OPT", "load_spec", "refuse_unused"]
 
 STUDY_ARG = typer.Argument(..., metavar="STUDY.toml",
                            help="Study file (TOML): workload, search space, objectives, constraints.")
@@ -26,3 +26,17 @@ def load_spec(study_file: Path):
     from dse.search.studyfile import load_study
 
     return load_study(study_file)
+
+
+def refuse_unused(ctx: typer.Context, options: dict[str, str], why: str) -> None:
+    """UsageError naming the first of ``options`` (parameter name -> its option, e.g. ``{"batch": "--batch"}``)
+    given on the command line although this invocation does not use it (``why``: what it applies to); nothing
+    without a command line (``ctx`` None: the command function called from Python)."""
+    from dse.errors import UsageError
+
+    if ctx is None:
+        return
+    for name, opt in options.items():
+        src = ctx.get_parameter_source(name)
+        if src is not None and src.name == "COMMANDLINE":
+            raise UsageError(f"{opt}: {why}; this command does not use it, so leave it out")

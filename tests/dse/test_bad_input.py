@@ -331,6 +331,25 @@ def test_impossible_pipelines_are_one_line(tmp_path, args, needles):
     usage_error(tmp_path, "pipeline", *args, needles=needles)
 
 
+@pytest.mark.parametrize("args,needles", [
+    (("layer", "--gemm", "64", "64", "64", "--batch", "4"), ("--batch", "--topology only")),
+    (("layer", "--gemm", "64", "64", "64", "--stride", "2"), ("--stride", "--conv only")),
+    (("layer", "--gemm", "64", "64", "64", "--pad", "1"), ("--pad", "--conv only")),
+    (("models", "resnet18", "--batch", "4"), ("--batch", "--ops only")),
+    (("models", "resnet18", "--optimizer", "adam"), ("--optimizer", "--ops only")),
+], ids=["layer-gemm-batch", "layer-gemm-stride", "layer-gemm-pad", "models-batch", "models-optimizer"])
+def test_an_option_the_command_would_ignore_is_refused(tmp_path, args, needles):
+    """They were accepted and the output was byte for byte the same as without them."""
+    usage_error(tmp_path, *args, needles=needles)
+
+
+def test_options_that_apply_still_run(tmp_path):
+    for args in (("layer", "--conv", "8", "8", "3", "4", "3", "3", "--stride", "2", "--pad", "1"),
+                 ("models", "resnet18", "--ops", "--batch", "4", "--optimizer", "adam")):
+        r = dse(tmp_path, *args)
+        assert r.returncode == 0, (args, r.stderr)
+
+
 def test_pipeline_at_the_weight_layer_count_and_all_schedules_still_run(tmp_path):
     r = dse(tmp_path, "pipeline", "--model", "resnet18", "--stages", "21", "--width", "0")
     assert r.returncode == 0, r.stderr
