@@ -86,12 +86,16 @@ def models_cmd(
     if name is None:
         if ops:
             raise UsageError("--ops needs a model NAME; see `dse models` for the list")
-        rows = []
+        rows, left = [], []
         for n in zoo.names():
             e = zoo.entry(n)
             if dataset is not None and dataset not in e.datasets:
+                left.append(n)
                 continue
             rows.append(_build(n).summary())
+        if left:  # on standard error: the table (or JSON) stays what it was
+            typer.echo(f"note: not listed, since they take their own input only, not --dataset {dataset}: "
+                       f"{', '.join(left)}", err=True)
         if fmt == "json":
             echo_json(rows)
         else:
