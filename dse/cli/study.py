@@ -57,7 +57,7 @@ def run(
     spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
                                             workers=workers, runs=runs)
     workers = spec.workers
-    _unused_options(spec, runs)
+    notes = _unused_options(spec, runs)  # printed once the run has started well: a refusal stays one line
     import dse  # after the file is checked: a bad file fails without importing Optuna
 
     t0 = time.perf_counter()
@@ -89,6 +89,8 @@ def run(
             if res["failed"]:
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
                               f"{study_file}`")
+    for note in notes:
+        typer.echo(note, err=True)
     dt = time.perf_counter() - t0
     done = min(res['finished'], res['budget'])
     count = (f"{done} trials finished ({res['complete']} complete in the study; the search ended before its trial "
@@ -100,7 +102,8 @@ def run(
     if res.get("recent") is not None:
         from dse.results.views import recent_line
 
-        typer.echo(f"{spec.name}: {recent_line(res['recent'], ended_early=bool(res.get('exhausted')))}")
+        typer.echo(f"{spec.name}: "
+                   f"{recent_line(res['recent'], ended_early=bool(res.get('exhausted')), covered=res.get('covered'))}")
     if "distinguishable" in res:
         lo, hi = res["front_seeds"]
         seeds = f"{lo} surrogate seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo} to {hi} surrogate seeds"
@@ -137,12 +140,15 @@ def run(
             close_study(stored)
 
 
-def _unused_options(spec, runs: Optional[int] = None) -> None:
-    """A note (standard error) naming the [study] options the file (or --runs) gives that belong to another
-    strategy than the one that runs: they are accepted, since --strategy may pick that one, but do nothing."""
+def _unused_options(spec, runs: Optional[int] = None) -> list[str]:
+    """Notes (for standard error) naming the [study] options the file (or --runs) gives that belong to another
+    strategy or sampler than the one that runs: they are accepted, since --strategy or --sampler may pick that
+    one, but do nothing."""
+    from dse.search.samplers import SAMPLER_OPTIONS
     from dse.search.strategies import STRATEGIES
     from dse.search.studyfile import OPTIONS
 
+    notes = []
     given = [n for n in spec.raw.get("study", {}) if n in OPTIONS]
     if runs is not None and "runs" not in given:
         given.append("runs")
@@ -150,15 +156,13 @@ def _unused_options(spec, runs: Optional[int] = None) -> None:
     unused = [n for n in given if n not in own]
     if unused:
         owners = sorted({name for name, s in STRATEGIES.items() for o in s.options if o.name in unused})
-        typer.echo(f"note: {', '.join(f'study.{n}' for n in unused)}: option{'s' if len(unused) > 1 else ''} of the "
-                   f"{' and '.join(owners)} strategy, not used by the {spec.strategy} strategy this run uses",
-                   err=True)
-    from dse.search.samplers import SAMPLER_OPTIONS
-
+        notes.append(f"note: {', '.join(f'study.{n}' for n in unused)}: option{'s' if len(unused) > 1 else ''} of "
+                     f"the {' and '.join(owners)} strategy, not used by the {spec.strategy} strategy this run uses")
     for n, readers in SAMPLER_OPTIONS.items():
         if n in spec.raw.get("study", {}) and spec.sampler not in readers:
-            typer.echo(f"note: study.{n}: an option of the {', '.join(readers)} samplers, not used by the "
-                       f"{spec.sampler} sampler this run uses", err=True)
+            notes.append(f"note: study.{n}: an option of the {', '.join(readers)} samplers, not used by the "
+                         f"{spec.sampler} sampler this run uses")
+    return notes
 
 
 def _all_failed(spec, study, study_file) -> None:

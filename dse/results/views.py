@@ -241,11 +241,12 @@ CONVERGED_GAIN = 0.01
 MIN_SETTINGS = 3
 
 
-def recent_line(recent: dict, *, ended_early: bool = False) -> str:
+def recent_line(recent: dict, *, ended_early: bool = False, covered: str | None = None) -> str:
     """The stopping signal in words (:func:`dse.search.pareto.recent_gain`): how much of the hypervolume the
     latest tenth of the complete trials added, and what that suggests; ``ended_early``: the run ended before its
     budget (its strategy had nothing new to propose, or its training budget was spent), so a larger trial
-    budget would not run more of it."""
+    budget would not run more of it; ``covered``: why more trials would run nothing new although the run
+    reached its budget (:meth:`Strategy.covered`: a hybrid grid walk that trained every setting)."""
     from dse.search.pareto import RECENT_SHARE
 
     if not recent["recent"]:
@@ -258,7 +259,10 @@ def recent_line(recent: dict, *, ended_early: bool = False) -> str:
         return (f"the front does not improve on the reference point yet ({recent['recent']} latest complete "
                 "trials): a starved search; " + (early if ended_early else "give it more trials"))
     gain, n = recent["gain"], recent["settings"]
-    if ended_early:
+    if covered and not ended_early:
+        verdict = (f"{'still improving' if gain >= CONVERGED_GAIN else 'little gain'}, but a larger budget would run "
+                   f"nothing new: {covered.removeprefix('the hybrid search ended: ')}")
+    elif ended_early:
         verdict = f"{'still improving' if gain >= CONVERGED_GAIN else 'little gain'}, but {early}"
     elif gain >= CONVERGED_GAIN:
         verdict = "still improving: a larger budget is likely to pay"
@@ -342,7 +346,8 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "front": len(front(pts, spec.directions)),
         "hypervolume": recent["hypervolume"],
         "hv_gain_last_10pct": recent["gain"],
-        "last_10pct": recent_line(recent, ended_early=ended is not None),
+        "last_10pct": recent_line(recent, ended_early=ended is not None,
+                                  covered=None if ended else strategy_class(spec.strategy).covered(ran, study)),
         **({"ended_early": ended} if ended else {}),
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],

@@ -316,4 +316,5 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
     return RunResult(finished=runner.refresh()["done"], budget=budget, complete=len(pts),
                      front=len(fr), hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(study),
-                     exhausted=exhausted, strategy=name, **figures)
+                     exhausted=exhausted, strategy=name, **figures,
+                     covered=None if exhausted or interrupted else strategy_class(name).covered(spec, study))

@@ -27,6 +27,7 @@ from dse.search.noise import noise_figures
 from dse.search.pareto import front, recent_gain
 from dse.search.runguard import drop_queued
 from dse.search.runner import BudgetTracker, ProgressFront
+from dse.search.strategies import strategy_class
 from dse.search.study import (
     RunResult,
     check_cache,
@@ -222,4 +223,5 @@ def _run_on(spec: StudySpec, study, url: str, workers: int, timeout: float | Non
                      hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, exhausted=exhausted,
                      storage=mask_url(url), failed=failed_count(study), worker_errors=errors,
-                     restarts=restarts)
+                     restarts=restarts,
+                     covered=None if exhausted or interrupted else strategy_class(spec.strategy).covered(spec, study))

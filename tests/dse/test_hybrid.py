@@ -127,6 +127,19 @@ def test_hybrid_with_the_grid_sampler_visits_each_training_setting_once(study_fi
     assert "every training setting of the grid" in res["stop_reason"]
     trials = open_study(spec, create=False).get_trials()
     assert {t.params["training.pred_width"] for t in trials} == {4, 8, 16, 32, 64, 128}
+    # a grid walk that has trained every setting: more trials would run nothing new, whether or not the run ended
+    # before its trial budget (the predictor preset reaches its budget exactly, and its stopping line said "a
+    # larger budget is likely to pay")
+    from dse.results.views import status_summary
+    from dse.search.strategies.hybrid import GRID_DONE, Hybrid
+    from dse.search.study import record_end
+
+    study = open_study(spec, create=False)
+    assert Hybrid.covered(spec, study) == GRID_DONE
+    record_end(study, None)  # as after a run that reached its budget
+    line = status_summary(spec)["last_10pct"]
+    assert "a larger budget would run nothing new: it has searched every training setting" in line
+    assert "likely to pay" not in line and "may still pay" not in line
 
 
 def test_a_grid_walk_on_two_workers_says_it_searched_the_grid(study_file, cli):

@@ -66,10 +66,17 @@ class Strategy:
         return []
 
     @classmethod
+    def covered(cls, spec, study) -> str | None:
+        """Why more trials of ``spec``'s search would run nothing new, read from the stored ``study`` (its
+        space searched, its training budget spent), or None: the stopping signal then does not ask for a larger
+        budget, even when the run reached its trial budget exactly."""
+        return None
+
+    @classmethod
     def ended(cls, spec, study) -> str:
         """Why a run of ``spec`` that ended before its trial budget ended, read from the stored ``study`` (what
         ``dse run --workers N`` prints: the workers' own figures are not returned to it)."""
-        return cls.stop_reason
+        return cls.covered(spec, study) or cls.stop_reason
 
     @classmethod
     def run_summary(cls, spec, study) -> str | None:

@@ -321,13 +321,13 @@ class Hybrid(Strategy):
         return out
 
     @classmethod
-    def ended(cls, spec, study) -> str:
+    def covered(cls, spec, study) -> str | None:
         import optuna
 
         try:
             outer = optuna.load_study(study_name=f"{spec.name}{TRAINING_SUFFIX}", storage=study._storage)
         except KeyError:
-            return cls.stop_reason
+            return None
         trials = outer.get_trials(deepcopy=False)
         if spec.runs is not None:
             used, _ = training_runs(spec, trials)
@@ -335,7 +335,7 @@ class Hybrid(Strategy):
                 return budget_spent(spec, used)
         if spec.sampler in ("grid", "hvi") and not {_key(g) for g in training_grid(spec)} - taken_settings(trials):
             return GRID_DONE
-        return cls.stop_reason
+        return None
 
     @classmethod
     def importance_points(cls, spec, study):
