@@ -114,8 +114,9 @@ def with_suffix(path: Path, option: str, suffixes: Sequence[str] | None, default
     if not suf and default is not None:
         return path.with_name(path.name + default)
     if suf not in suffixes:
-        raise UsageError(f"{option} {path}: {('the suffix ' + repr(suf)) if suf else 'no suffix'} names no "
-                         f"format it can write; end the name in {', '.join(suffixes)}")
+        what = (f"the suffix {suf!r} names no format it can write" if suf else
+                "a name without a suffix" + (" (a folder?)" if path.is_dir() else "") + " names no format")
+        raise UsageError(f"{option} {path}: {what}; end the name in {', '.join(suffixes)}")
     return path
 
 

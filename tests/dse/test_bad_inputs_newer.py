@@ -134,6 +134,15 @@ def test_a_folder_where_a_file_goes_is_one_line_and_stays_as_it_was(cli, studies
     assert _listing(tmp_path) == before
 
 
+def test_a_report_into_a_folder_says_what_is_wrong(cli, studies, tmp_path):
+    """The message read "no suffix names no format it can write"."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    line = _refused(cli("report", studies[0], "--out", folder), "--out", "a name without a suffix (a folder?)",
+                    ".html")
+    assert "no suffix names" not in line
+
+
 @pytest.mark.parametrize("cmd", ["plot", "export-pareto"])
 def test_a_file_where_a_folder_goes_is_one_line_and_kept(cli, studies, knee, tmp_path, cmd):
     args, option = _writers(studies, tmp_path / "out")[cmd]
