@@ -142,7 +142,8 @@ def _print_result(console, cfg, d, seed_list) -> None:
     rows += [("gp_fraction (0-1)", d["gp_fraction"], d["gp_fraction_std"])]
     for name, m, s in rows:
         spec = ".3f" if "fraction" in name else ".2f"
-        summary.add_row(name, format(m, spec), format(s, spec))
+        # one seed has no spread: "-", not a 0.00 that reads as a measured certainty
+        summary.add_row(name, format(m, spec), format(s, spec) if len(seed_list) > 1 else "-")
     summary.add_row("cos / relerr vs the minibatch gradient",
                     f"{_fmt(d['cos'], '.3f')} / {_fmt(d['relerr'], '.3f')}", "")
     summary.add_row("cos vs large-batch gradient (pred. / BP)",

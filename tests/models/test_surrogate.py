@@ -588,6 +588,9 @@ def test_cli_json_and_table(tmp_path):
         assert isinstance(d[k], float)
     res = runner.invoke(_app(), ["surrogate", str(cfg_path), "--seeds", "1"])
     assert res.exit_code == 0 and "phase timeline" in res.output and "predictor_gain" in res.output
+    # one seed has no spread: its column says "-", not a measured 0.00
+    line = next(ln for ln in res.output.splitlines() if "accuracy_drop (points)" in ln)
+    assert line.rstrip(" │|").endswith("-") and "0.00 " not in line.split("│")[-2], line
 
 
 @pytest.mark.parametrize(
