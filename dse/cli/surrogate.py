@@ -82,6 +82,12 @@ def surrogate(
     check_number(seeds, "--seeds")
     check_number(first_seed + seeds - 1, "--first-seed", "seed")  # the last seed is a NumPy seed too
     configs = load_configs(config, task)
+    if config is not None:  # a study file: its [space] is searched by dse run, not here
+        from dse.config.schema import load_toml
+
+        if isinstance(load_toml(config).get("space"), dict):
+            typer.echo(f"note: {config} is a study file: dse surrogate trains its base [training] setting, not the "
+                       "settings its [space] searches (dse run does)", err=True)
     if seeds < 1:
         raise UsageError(f"--seeds: an integer >= 1 (got {seeds})")
     if first_seed < 0:

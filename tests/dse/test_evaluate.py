@@ -348,3 +348,11 @@ def test_each_proxy_tasks_figures_take_their_metrics_unit_and_direction():
     two = SurrogateConfig(task="mnist1d", tasks=("mnist1d", "fashion"))
     assert two.proxy == "; ".join(c.proxy for c in two.task_configs()) and "fashion" in two.proxy
     assert SurrogateConfig(task="mnist1d").proxy.startswith("mnist1d / ")
+
+
+def test_surrogate_on_a_study_file_says_it_trains_the_base_setting(study_file, capsys):
+    """`dse surrogate STUDY.toml` trained the base [training] table and ignored the [space] without a word."""
+    with pytest.raises(SystemExit) as e:
+        main(["surrogate", str(study_file), "--seeds", "1"])
+    err = capsys.readouterr().err
+    assert e.value.code == 0 and "is a study file: dse surrogate trains its base [training] setting" in err
