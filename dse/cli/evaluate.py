@@ -86,8 +86,12 @@ def evaluate_cmd(
         typer.echo(f"pipeline: {par.stages} stages x {par.replicas} replica(s) = {par.devices} accelerators, "
                    f"{par.schedule}, {par.microbatches} micro-batches per step (energy, average power: the whole "
                    "system; area, peak power: one accelerator)")
-    src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
-    typer.echo(f"GP fraction of post-warm-up steps from the {src}; warm-up {s['warmup']:.2f}")
+    if cfg.training.scheme == "bp":  # no GP phase: a [schedule] gp_fraction does not apply
+        typer.echo("GP fraction 0: training.scheme is bp (plain back-propagation)"
+                   + (f"; the [schedule] gp_fraction {cfg.gp_fraction:g} does not apply" if cfg.gp_fraction else ""))
+    else:
+        src = "what-if ([schedule])" if cfg.gp_fraction is not None else "surrogate"
+        typer.echo(f"GP fraction of post-warm-up steps from the {src}; warm-up {s['warmup']:.2f}")
     if out.get("proxy") is not None or "accuracy" in m:
         first, last = cfg.seed_list[0], cfg.seed_list[-1]
         seeds = f"seed {first}" if first == last else f"the mean of seeds {first}..{last}, ± its standard error"

@@ -356,3 +356,16 @@ def test_surrogate_on_a_study_file_says_it_trains_the_base_setting(study_file, c
         main(["surrogate", str(study_file), "--seeds", "1"])
     err = capsys.readouterr().err
     assert e.value.code == 0 and "is a study file: dse surrogate trains its base [training] setting" in err
+
+
+def test_evaluate_of_plain_bp_says_a_what_if_gp_fraction_does_not_apply(tmp_path, capsys):
+    """scheme bp with [schedule] gp_fraction 0.5: the table showed GP fraction 0 and the line under it still
+    said the fraction came from the what-if."""
+    cfg = tmp_path / "bp.toml"
+    cfg.write_text('[workload]\nmodels = ["resnet18"]\ndataset = "cifar10"\nbatch = 64\ndataset_size = 1000\n'
+                   'epochs = 1\n[training]\nscheme = "bp"\n[schedule]\ngp_fraction = 0.5\n')
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", str(cfg)])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "the [schedule] gp_fraction 0.5 does not apply" in out
+    assert "from the what-if" not in out
