@@ -34,6 +34,14 @@ def entry(name: str) -> ZooEntry:
         raise ValueError(f"unknown model {name!r}; the zoo has: {', '.join(ENTRIES)}") from None
 
 
+def supported_inputs(name: str) -> str:
+    """What ``dataset`` a zoo model takes, in words: its data sets, or its one native input."""
+    ds = entry(name).datasets
+    if tuple(ds) == ("native",):
+        return "takes its own input only (no dataset: leave it out)"
+    return f"supports datasets {', '.join(ds)}"
+
+
 def build(name: str, *, dataset: str | None = None, num_classes: int | None = None, **kwargs) -> Net:
     """Instantiate zoo model ``name`` for ``dataset`` (default: the model's own) per sample.
 
@@ -51,7 +59,7 @@ def build(name: str, *, dataset: str | None = None, num_classes: int | None = No
     e = entry(name)
     ds = dataset or e.default_dataset
     if ds not in e.datasets:
-        raise ValueError(f"model {name!r} supports datasets {', '.join(e.datasets)}; got {ds!r}")
+        raise ValueError(f"model {name!r} {supported_inputs(name)}; got {ds!r}")
     if num_classes is not None and num_classes < 1:
         raise ValueError(f"num_classes must be a positive integer, got {num_classes}")
     return e.builder(dataset=ds, num_classes=num_classes, **kwargs)

@@ -84,8 +84,7 @@ class Workload:
                 if importers.is_file_model(m):
                     continue  # a workload file fixes its own input
                 if dataset not in zoo.entry(m).datasets:
-                    raise UsageError(f"{where}.dataset: {m} supports {', '.join(zoo.entry(m).datasets)}; "
-                                     f"got {dataset!r}")
+                    raise UsageError(f"{where}.dataset: {m} {zoo.supported_inputs(m)}; got {dataset!r}")
         model_args = take(d, "model_args", dict, where, default={})
         for m, args in model_args.items():
             if m not in models or not isinstance(args, dict):

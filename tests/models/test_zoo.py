@@ -93,7 +93,7 @@ def test_every_registered_model_builds_for_each_of_its_datasets(name):
             c, _, k = DATASETS[ds]
             assert net.input_shape[0] == c and net.num_classes == k
             assert build(name, dataset=ds, num_classes=7).num_classes == 7
-    with pytest.raises(ValueError, match="supports datasets"):
+    with pytest.raises(ValueError, match="supports datasets|takes its own input only"):
         build(name, dataset="mnist")
 
 
@@ -199,3 +199,10 @@ def test_bad_arguments_name_what_is_allowed():
         build("resnet18").training_ops(0)
     with pytest.raises(ValueError, match="optimizer"):
         build("resnet18").training_ops(2, optimizer="lion")
+
+
+def test_a_model_with_one_native_input_says_so_when_given_a_dataset():
+    """The message read "model 'yolov3' supports datasets native"."""
+    with pytest.raises(ValueError, match="takes its own input only") as e:
+        build("yolov3", dataset="cifar10")
+    assert "supports datasets native" not in str(e.value)
