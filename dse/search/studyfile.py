@@ -273,37 +273,52 @@ def _check_grid(space: Space) -> None:
                              "use a list of choices")
 
 
+def _knob_values(fld: str, knob) -> tuple[list[dict], dict | None]:
+    """The values :func:`_check_values` tries for a knob (as ``{field: value}`` tables), and the one of them a
+    float range samples inside (None for other knobs): a float range on an integer field fails there, not at
+    its ends."""
+    if isinstance(knob, Fixed):
+        return [{fld: knob.value}], None
+    if isinstance(knob, Choice):
+        return [{fld: v} for v in knob.choices], None
+    if isinstance(knob, Bundle):
+        return [dict(t) for t in knob.tables], None
+    if knob.step is not None:
+        inside = knob.low + knob.step
+    elif knob.log:
+        inside = knob.low * (knob.high / knob.low) ** 0.618
+    else:
+        inside = knob.low + (knob.high - knob.low) * 0.618
+    probe = {fld: inside}
+    return [{fld: knob.low}, {fld: knob.high}] + ([] if knob.integer else [probe]), probe
+
+
 def _check_values(space: Space, base: Configuration) -> None:
-    """Every value a knob can take must be valid on its own (combinations are checked per trial)."""
+    """Every value a knob can take must be valid with the base's other fields, or with some value of another
+    knob of its section (``schedule = "1f1b-interleaved"`` with a searched ``chunks = [1, 2]``); the
+    combinations a trial samples are checked per trial."""
+    def check(name: str, v: dict) -> None:
+        section = name.split(".", 1)[0]
+        if section == "training":
+            cfg = SurrogateConfig.from_dict({**base.training.to_dict(), **v})
+            if "scheme" in v:
+                check_scheme(cfg.scheme, f"space.{name}")
+        elif section == "parallel":
+            ParallelConfig(**{**base.parallel.to_dict(), **v})
+        else:
+            Hardware.from_dict({**base.hardware.to_dict(), **v})
+
     for name, knob in space:
         section, fld = name.split(".", 1)
-        probe = None
-        if isinstance(knob, Fixed):
-            values = [{fld: knob.value}]
-        elif isinstance(knob, Choice):
-            values = [{fld: v} for v in knob.choices]
-        elif isinstance(knob, Bundle):
-            values = [dict(t) for t in knob.tables]
-        else:  # its ends, and a value inside (a float range on an integer field fails there, not at its ends)
-            if knob.step is not None:
-                inside = knob.low + knob.step
-            elif knob.log:
-                inside = knob.low * (knob.high / knob.low) ** 0.618
-            else:
-                inside = knob.low + (knob.high - knob.low) * 0.618
-            probe = {fld: inside}
-            values = [{fld: knob.low}, {fld: knob.high}] + ([] if knob.integer else [probe])
+        values, probe = _knob_values(fld, knob)
+        others = [_knob_values(n.split(".", 1)[1], k)[0] for n, k in space.searched()
+                  if n != name and n.startswith(section + ".")]
         for v in values:
             try:
-                if section == "training":
-                    cfg = SurrogateConfig.from_dict({**base.training.to_dict(), **v})
-                    if "scheme" in v:
-                        check_scheme(cfg.scheme, f"space.{name}")
-                elif section == "parallel":
-                    ParallelConfig(**{**base.parallel.to_dict(), **v})
-                else:
-                    Hardware.from_dict({**base.hardware.to_dict(), **v})
+                check(name, v)
             except (ValueError, TypeError) as e:
+                if any(_passes(check, name, {**w, **v}) for vals in others for w in vals):
+                    continue  # valid together with another knob's value: a trial's combination is checked
                 shown = next(iter(v.values())) if len(v) == 1 else v
                 why = str(e)
                 if len(v) == 1 and why.startswith(f"{fld}: "):  # the field is already named
@@ -311,6 +326,14 @@ def _check_values(space: Space, base: Configuration) -> None:
                 sampled = (" (a value the float range samples; integer low, high and step make an integer range)"
                            if v is probe else "")
                 raise UsageError(f"space.{name}: value {shown!r}{sampled} is not allowed: {why}") from None
+
+
+def _passes(check, name: str, v: dict) -> bool:
+    try:
+        check(name, v)
+    except (ValueError, TypeError, UsageError):
+        return False
+    return True
 
 
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:

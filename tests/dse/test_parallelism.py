@@ -134,6 +134,14 @@ def test_space_parallel_needs_the_table_and_hybrid_refuses_it(tmp_path):
     text = FAST_STUDY + "\n[parallel]\nstages = 2\n[space.parallel]\nschedule = ['1f1b', 'zb-h3']\n"
     with pytest.raises(UsageError, match=r"space\.parallel\.schedule: value 'zb-h3' is not allowed"):
         load_study(write_study(tmp_path, text))
+    # a value valid only with another searched knob's value: each trial's combination is checked, not the file
+    # (interleaved 1F1B needs chunks >= 2, which the base's chunks = 1 is not)
+    both = ("\n[parallel]\nstages = 2\nmicrobatches = 4\n[space.parallel]\nschedule = ['1f1b', '1f1b-interleaved']\n"
+            "chunks = [1, 2]\n")
+    assert load_study(write_study(tmp_path, FAST_STUDY + both)).space.names("parallel") == ["parallel.schedule",
+                                                                                           "parallel.chunks"]
+    with pytest.raises(UsageError, match=r"space\.parallel\.schedule: value '1f1b-interleaved' is not allowed"):
+        load_study(write_study(tmp_path, FAST_STUDY + both.replace("chunks = [1, 2]", "chunks = [1]")))
 
 
 def _dse(*args):
