@@ -314,6 +314,9 @@ def _why_none(status: dict, where: list[str]) -> str:
     if not complete:
         return ("no complete trial yet" + (f"; {failed} failed, `dse status` says why" if failed else
                                            ": run the study first"))
+    if status.get("unplaced") == complete:
+        return (f"none of the {complete} complete trials recorded all the study's objectives (an objective changed "
+                "with --accept-changes): run more trials")
     if not status["feasible"]:
         return (f"none of the {complete} complete trials meets the constraints ({'; '.join(status['constraints'])}):"
                 " relax them or widen the space")

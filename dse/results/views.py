@@ -153,12 +153,14 @@ def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = Fal
     cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {number} config")
     metrics = dict(t.user_attrs.get("metrics", {}))
     out["metrics"] = metrics
-    # each constraint of the study (its file now, as pareto and export judge it): its violation (<= 0: met)
-    if all(c.metric in metrics for c in spec.constraints):
-        out["constraints"] = {str(c): float(c.violation(metrics[c.metric])) for c in spec.constraints}
-    else:  # a constraint on a metric it did not record: the values stored when it ran
-        out["constraints"] = {str(k): float(v) for k, v in getattr(t, "constraints", {}).items()}
-    out["feasible"] = all(v <= 0 for v in out["constraints"].values())
+    # each constraint of the study (its file now, as pareto and export judge it): its violation (<= 0: met), or
+    # None for one on a metric the trial did not record
+    out["constraints"] = {str(c): (float(c.violation(metrics[c.metric])) if c.metric in metrics else None)
+                          for c in spec.constraints}
+    from dse.search.study import point_of
+
+    p = point_of(t, spec)  # feasibility as pareto and export judge it (the stored verdict without the metrics)
+    out["feasible"] = p.feasible if p is not None else all(v <= 0 for v in t.constraints.values())
     out["surrogate"] = dict(t.user_attrs.get("surrogate", {}))
     out["config"] = cfg.to_dict()
     models = list(cfg.workload.models)
@@ -343,11 +345,16 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         **({"budget_from": "the last run: " + ", ".join(differs)} if differs else {}),
         "trials": states,
         "feasible": sum(p.feasible for p in pts),
+        # complete trials that did not record an objective the study has now (changed with --accept-changes)
+        **({"unplaced": unplaced} if (unplaced := states["complete"] - len(pts)) else {}),
         "front": len(front(pts, spec.directions)),
         "hypervolume": recent["hypervolume"],
         "hv_gain_last_10pct": recent["gain"],
-        "last_10pct": recent_line(recent, ended_early=ended is not None,
-                                  covered=None if ended else strategy_class(spec.strategy).covered(ran, study)),
+        "last_10pct": (f"none of the {states['complete']} complete trials recorded all the study's objectives "
+                       f"({', '.join(spec.metrics)}; an objective changed with --accept-changes): run more trials"
+                       if states["complete"] and not pts else
+                       recent_line(recent, ended_early=ended is not None,
+                                   covered=None if ended else strategy_class(spec.strategy).covered(ran, study))),
         **({"ended_early": ended} if ended else {}),
         "objectives": [f"{o.direction} {o.metric}" for o in spec.objectives],
         "constraints": [str(c) for c in spec.constraints],

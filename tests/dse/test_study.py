@@ -239,6 +239,31 @@ def test_accept_changes_continues_and_the_study_follows_the_new_constraints(stud
     assert {p.feasible for p in pts} == {True, False}
 
 
+def test_trials_that_did_not_record_a_new_objective_or_constraint_are_named_not_misjudged(study_file, capsys):
+    """After --accept-changes swapped an objective for one no trial recorded, status said "no complete trial
+    yet" and pareto blamed the constraints; with a constraint on such a metric, dse show called a violated
+    constraint met."""
+    spec = load_study(study_file)
+    run(spec, trials=4)
+    text = study_file.read_text().replace('metric = "speedup"', 'metric = "predictor_gain"')
+    text += '\n[[constraints]]\nmetric = "predictor_gain"\nmin = 0\n'
+    study_file.write_text(text.replace("max = 4.0", "max = 1.0"))
+    spec = load_study(study_file)
+    open_study(spec, create=True, accept_changes=True)  # what dse run --accept-changes records first
+    assert _cli("status", str(study_file), "--json") == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["unplaced"] == 4 and "none of the 4 complete trials recorded all the study's objectives" in \
+        st["last_10pct"]
+    assert _cli("pareto", str(study_file)) == 0
+    assert "(none: none of the 4 complete trials recorded all the study's objectives" in capsys.readouterr().out
+    assert _cli("show", str(study_file), "0", "--format", "json") == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["constraints"]["predictor_gain >= 0"] is None and d["constraints"]["area_mm2 <= 1"] > 0
+    assert _cli("show", str(study_file), "0") == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("area_mm2 "))
+    assert "constraint <= 1: violated" in line, line
+
+
 def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
     spec = load_study(study_file)
     run(spec, trials=2)
