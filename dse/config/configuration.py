@@ -81,19 +81,35 @@ class Configuration:
 
     def file_digests(self) -> dict[str, str]:
         """The files this configuration names (its technology table, its workload files), each by a digest of
-        its content: a study's trials depend on what they hold, not only on their paths."""
+        what the model reads from it: a study's trials depend on that, not only on the paths. A technology
+        table by its constants (not its comments or sources), a SCALE-Sim topology by its cells (not its
+        spacing, blank lines or line endings), an ONNX model by its bytes."""
+        import dataclasses
         import hashlib
+        import json
 
         from models import importers
 
-        paths = [self.technology] if self.technology else []
-        paths += [m for m in self.workload.models if importers.is_file_model(m)]
+        def digest(data: bytes) -> str:
+            return hashlib.sha256(data).hexdigest()[:16]
+
         out = {}
-        for p in paths:
-            try:
-                out[p] = hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16]
-            except OSError as e:
-                raise UsageError(f"{p}: cannot be read ({e.strerror})") from None
+        try:
+            if self.technology:
+                t = load_tech(self.technology)
+                consts = {f.name: getattr(t, f.name) for f in dataclasses.fields(t)
+                          if f.name not in ("name", "sources")}
+                out[self.technology] = digest(json.dumps(consts, sort_keys=True, default=str).encode())
+            for m in self.workload.models:
+                if not importers.is_file_model(m):
+                    continue
+                data = Path(m).read_bytes()
+                if m.lower().endswith(".csv"):
+                    lines = data.decode("utf-8", "replace").splitlines()
+                    data = "\n".join(",".join(c.strip() for c in ln.split(",")) for ln in lines if ln.strip()).encode()
+                out[m] = digest(data)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"a file the configuration names cannot be read: {e}") from None
         return out
 
     @classmethod

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Iterator
 
 from dse.errors import UsageError
@@ -130,13 +131,14 @@ def parse_knob(name: str, spec: Any) -> Knob:
                 raise UsageError(f"{name}.step: expected a positive number, got {step!r}")
             if log:
                 raise UsageError(f"{name}: give either log or step, not both (Optuna's rule)")
-            n = (high - low) / step
-            if n < 1 - 1e-9 or abs(n - round(n)) > 1e-9:  # Optuna would narrow the range without a word
-                last = low + int(n + 1e-9) * step
+            # Optuna's own test, on the decimals as written: it would narrow the range without a word
+            span, d = Decimal(str(high)) - Decimal(str(low)), Decimal(str(step))
+            if d > span:
+                raise UsageError(f"{name}: step {step} is larger than high - low ({high} - {low}); give a smaller step")
+            if span % d != 0:
+                last = Decimal(str(low)) + (span // d) * d
                 raise UsageError(f"{name}: step {step} does not divide high - low ({high} - {low}); the range would "
-                                 f"end at {last:g}, not {high}: give high = {last:g} or a step that divides it"
-                                 if n >= 1 else
-                                 f"{name}: step {step} is larger than high - low ({high} - {low}); give a smaller step")
+                                 f"end at {last}, not {high}: give high = {last} or a step that divides it")
         integer = all(isinstance(v, int) for v in (low, high)) and (step is None or isinstance(step, int))
         return Range(float(low) if not integer else low, float(high) if not integer else high, log,
                      step, integer)

@@ -24,6 +24,7 @@ what ``dse export`` writes), and ``fail_reason`` for a failed trial. Constraints
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -261,6 +262,11 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
     if old is not None and "file contents" in now and "file contents" not in old:
         # made before studies recorded the content of the files they name: taken as they are now, and recorded
         old, legacy = {**old, "file contents": now["file contents"]}, True
+    if old is not None and not (create or accept_changes):
+        # a read-only look: a list of choices stored with a choice twice (refused in files since) reads as once
+        def once(v):
+            return [json.loads(x) for x in dict.fromkeys(json.dumps(e, sort_keys=True) for e in v)]
+        old = {**old, "space": {n: once(v) if isinstance(v, list) else v for n, v in old.get("space", {}).items()}}
     if old is not None:
         change = identity_change(old, now)
         if change and not accept_changes:
@@ -277,6 +283,12 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
                 f"{fixed[0][1]} of space.{fixed[0][0]} cannot change within a study (Optuna fixes a knob's "
                 "kind, a list's choices and a range's scale), so give [study] name a new value to start a new study")
+        clash = _distribution_clash(study, spec) if change else None
+        if clash:  # an earlier accepted change left trials whose parameter Optuna now cannot extend
+            raise UsageError(
+                f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
+                f"space.{clash[0]} cannot take its new values in this study, whose trials sampled it otherwise "
+                f"({clash[1]}), so give [study] name a new value to start a new study")
     if not (create or accept_changes):
         return  # a read-only look at a study made before studies remembered their file
     study.set_user_attr(IDENTITY_ATTR, now)
@@ -285,6 +297,26 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(spec.metrics)
     study.set_user_attr("description", describe(spec))
+
+
+def _distribution_clash(study: optuna.Study, spec: StudySpec) -> tuple[str, str] | None:
+    """The first searched knob of ``spec`` whose distribution Optuna refuses beside one a trial of ``study``
+    sampled it with (a list of choices changed, a list made a range, a range's log scale or number type), as
+    ``(name, Optuna's reason)``; None when every stored trial is compatible."""
+    from optuna.distributions import check_distribution_compatibility
+
+    new = {n: distribution(k) for n, k in spec.space.searched()}
+    seen: set[tuple[str, str]] = set()
+    for t in study.get_trials(deepcopy=False):
+        for n, d in t.distributions.items():
+            if n not in new or (n, repr(d)) in seen:
+                continue
+            seen.add((n, repr(d)))
+            try:
+                check_distribution_compatibility(d, new[n])
+            except ValueError as e:
+                return n, str(e)
+    return None
 
 
 def _fixed_by_optuna(old, now) -> str | None:

@@ -286,6 +286,33 @@ def test_accept_changes_cannot_make_a_list_of_choices_a_range(study_file, capsys
     assert len(open_study(spec, create=False).get_trials()) == 2
 
 
+def test_a_kind_changed_over_two_accepted_edits_is_refused(study_file, capsys):
+    """A list made a fixed value (accepted), then another list (accepted): the last identity held no list to
+    compare with, and every new trial failed against the distribution the first trials stored."""
+    spec = load_study(study_file)
+    run(spec, trials=2)
+    text = study_file.read_text()
+    study_file.write_text(text.replace("rows = [8, 16, 32]", "rows = 16"))
+    assert _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet", "--trials", "3")[0] == 0
+    study_file.write_text(text.replace("rows = [8, 16, 32]", "rows = [8, 64]"))
+    code, out, err = _run_cli(capsys, "run", str(study_file), "--accept-changes", "--quiet", "--trials", "5")
+    assert code == 2 and "space.hardware.rows cannot take its new values in this study" in err, err
+    stored = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{study_file.parent / 'tiny.db'}")
+    assert len(stored.get_trials()) == 3 and all(t.state.name == "COMPLETE" for t in stored.get_trials())
+
+
+def test_a_study_stored_with_a_choice_twice_opens_read_only_with_the_file_corrected(study_file, capsys):
+    """Files may no longer list a choice twice: a study made from one that did must stay readable."""
+    spec = load_study(study_file)
+    run(spec, trials=2)
+    study = open_study(spec, create=False)
+    stored = dict(study.user_attrs["dse_study_file"])
+    stored["space"] = {**stored["space"], "hardware.rows": [8, 16, 32, 32]}
+    study.set_user_attr("dse_study_file", stored)
+    assert _run_cli(capsys, "pareto", str(study_file))[0] == 0
+    assert _run_cli(capsys, "status", str(study_file))[0] == 0
+
+
 def test_fixed_by_optuna_names_each_change_optuna_refuses():
     from dse.search.study import _fixed_by_optuna
 
@@ -339,6 +366,10 @@ def test_a_study_notices_an_edited_technology_table_and_a_missing_one(study_file
         f"sqlite:///{study_file.parent / 'tiny.db'}")  # refused before any trial
     shutil.copy(resources.files("accel").joinpath("data/tech_default.toml"), tech)
     assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")[0] == 0
+    # a comment, a citation or line endings change no number: the study opens as it is
+    tech.write_bytes(("# a note\n" + tech.read_text().replace('source = "', 'source = "see also: ')).replace(
+        "\n", "\r\n").encode())
+    assert _run_cli(capsys, "status", str(study_file))[0] == 0
     tech.write_text(tech.read_text().replace("[dram_pj_per_byte]\nvalue = ", "[dram_pj_per_byte]\nvalue = 1"))
     code, out, err = _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "4")
     assert code == 2 and "file contents" in err and "tech.toml" in err and "--accept-changes" in err, err
