@@ -514,3 +514,14 @@ def test_a_knob_is_finite_exactly_when_it_has_a_grid():
         else:
             with pytest.raises(UsageError):
                 k.values()
+
+
+def test_a_step_is_checked_on_its_decimals_as_optuna_checks_it():
+    """A float tolerance refused ranges Optuna accepts ("would end at 100.1, not 100.1")."""
+    from dse.config.space import parse_knob
+    from dse.errors import UsageError
+
+    assert parse_knob("x", {"low": 100.0, "high": 100.1, "step": 1e-6}).step == 1e-6
+    assert parse_knob("x", {"low": 0.05, "high": 0.3, "step": 0.05}).high == 0.3
+    with pytest.raises(UsageError, match=r"would end at 999999\.9, not 1000000: give high = 999999\.9"):
+        parse_knob("x", {"low": 0, "high": 1000000, "step": 0.3})
