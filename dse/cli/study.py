@@ -57,9 +57,16 @@ def run(
     spec = load_spec(study_file).with_overrides(trials=trials, sampler=sampler, seed=seed, strategy=strategy,
                                             workers=workers, runs=runs)
     workers = spec.workers
-    notes = _unused_options(spec, runs)  # printed once the run has started well: a refusal stays one line
+    notes = _unused_options(spec, runs)
     import dse  # after the file is checked: a bad file fails without importing Optuna
+    from dse.search.study import close_study, open_study, storage_url
 
+    # open (create) the study first, as the run will: a storage that cannot be used or a sampler this strategy
+    # refuses fails in one line, before the notes; then the notes, before the run's hours
+    close_study(open_study(spec, storage_url(spec, storage, journal=workers > 1), create=True,
+                           accept_changes=accept_changes))
+    for note in notes:
+        typer.echo(note, err=True)
     t0 = time.perf_counter()
     if workers > 1:
         res = dse.run(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
@@ -68,11 +75,7 @@ def run(
         res = dse.run(spec, workers=1, storage=storage, timeout=timeout, accept_changes=accept_changes)
     else:
         from dse.search.runner import progress_bar
-        from dse.search.study import close_study, open_study
 
-        # open (create) the study before the progress bar starts, so that a storage that cannot be used
-        # (unreachable server, corrupt file, missing driver) gets the one-line error without a bar above it
-        close_study(open_study(spec, storage, create=True, accept_changes=accept_changes))
         with progress_bar("front {task.fields[front]}  HV {task.fields[hv]}", transient=False) as bar:
             console = bar.console
             task = bar.add_task(spec.name, total=spec.trials, front=0, hv="-")
@@ -89,8 +92,6 @@ def run(
             if res["failed"]:
                 console.print(f"{res['failed']} trial(s) failed; their reasons: `dse status "
                               f"{study_file}`")
-    for note in notes:
-        typer.echo(note, err=True)
     dt = time.perf_counter() - t0
     done = min(res['finished'], res['budget'])
     count = (f"{done} trials finished ({res['complete']} complete in the study; the search ended before its trial "
