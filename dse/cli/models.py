@@ -94,8 +94,7 @@ def models_cmd(
                 continue
             rows.append(_build(n).summary())
         if left:  # on standard error: the table (or JSON) stays what it was
-            typer.echo(f"note: not listed, since they take their own input only, not --dataset {dataset}: "
-                       f"{', '.join(left)}", err=True)
+            typer.echo(f"note: not listed, since they do not take --dataset {dataset}: {', '.join(left)}", err=True)
         if fmt == "json":
             echo_json(rows)
         else:

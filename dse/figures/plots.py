@@ -173,9 +173,13 @@ def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
         basis = (f"{len(idx):,} of the {n_pts:,} hardware points costed for {n_set} trained settings" if
                  len(idx) < n_pts else f"the {n_pts:,} hardware points costed for {n_set} trained settings")
     else:
-        params = [dict(t.params) for t in complete]
-        values = {m: [t.values[i] for t in complete] for i, m in enumerate(spec.metrics)}
-        basis = f"{len(complete)} complete trials"
+        from dse.search.study import point_of
+
+        # each trial's values of the study's objectives now (its recorded metrics, as every view reads them)
+        placed = [(t, p) for t in complete if (p := point_of(t, spec)) is not None]
+        params = [dict(t.params) for t, _ in placed]
+        values = {m: [p.values[i] for _, p in placed] for i, m in enumerate(spec.metrics)}
+        basis = f"{len(placed)} complete trials"
     settings = len({tuple(p.get(k) for k in train_knobs) for p in params}) if train_knobs else 0
     shares = fanova_shares(params, values, spec.space)
     rows = []

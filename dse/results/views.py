@@ -262,8 +262,8 @@ def recent_line(recent: dict, *, ended_early: bool = False, covered: str | None 
                 "trials): a starved search; " + (early if ended_early else "give it more trials"))
     gain, n = recent["gain"], recent["settings"]
     if covered and not ended_early:
-        verdict = (f"{'still improving' if gain >= CONVERGED_GAIN else 'little gain'}, but a larger budget would run "
-                   f"nothing new: {covered.removeprefix('the hybrid search ended: ')}")
+        verdict = (f"{'still improving' if gain >= CONVERGED_GAIN else 'little gain'}, but more trials alone would "
+                   f"run nothing new: {covered.removeprefix('the hybrid search ended: ')}")
     elif ended_early:
         verdict = f"{'still improving' if gain >= CONVERGED_GAIN else 'little gain'}, but {early}"
     elif gain >= CONVERGED_GAIN:

@@ -340,6 +340,9 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
     top = {"study", "workload", "training", "hardware", "reference", "technology", "space", "objectives",
            "constraints", "hypervolume", "parallel"}
     if not {"study", "space", "objectives"} & set(doc):  # a preset for another command: say so, not a table error
+        if not doc:
+            raise UsageError("study file: it is empty; a study needs [space] and [[objectives]] tables (`dse init` "
+                             "writes one)")
         cmd = "dse surrogate" if set(doc) <= {"training"} else "dse evaluate"
         raise UsageError(f"study file: no [space] and no [[objectives]]: this is not a study but a file for `{cmd} "
                          "FILE`; a study searches a [space] for [[objectives]] (`dse init` writes one)")

@@ -138,7 +138,7 @@ def test_hybrid_with_the_grid_sampler_visits_each_training_setting_once(study_fi
     assert Hybrid.covered(spec, study) == GRID_DONE
     record_end(study, None)  # as after a run that reached its budget
     line = status_summary(spec)["last_10pct"]
-    assert "a larger budget would run nothing new: it has searched every training setting" in line
+    assert "more trials alone would run nothing new: it has searched every training setting" in line
     assert "likely to pay" not in line and "may still pay" not in line
 
 

@@ -70,7 +70,7 @@ def test_recent_line_reads_converged_or_still_improving():
         ended = recent_line(case, ended_early=True)
         assert "ended before its trial budget" in ended and "pay" not in ended and "give it more" not in ended
     covered = recent_line({**base, "gain": 0.2}, covered="the hybrid search ended: it has searched every setting")
-    assert "still improving, but a larger budget would run nothing new: it has searched every setting" in covered
+    assert "still improving, but more trials alone would run nothing new: it has searched every setting" in covered
 
 
 def test_run_summary_and_status_print_the_stopping_signal(study_file, capsys):
