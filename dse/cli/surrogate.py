@@ -137,7 +137,8 @@ def _print_result(console, cfg, d, seed_list) -> None:
 
     summary = Table(title=f"surrogate: {cfg.scheme}, proxy {cfg.proxy} (the proxy's budget), "
                           f"seeds {seed_list[0]}..{seed_list[-1]}" + (" [cached]" if d["cached"] else ""),
-                    caption=f"Accuracies are the proxy's ({cfg.proxy}), not a workload's.")
+                    caption=f"Accuracies are the proxy's ({cfg.proxy}), not a workload's; trained with BLAS "
+                            f"{d.get('blas', 'not recorded')} (figures reproduce on the same kernel).")
     for col in ("metric", "mean", "std (over seeds)"):
         summary.add_column(col, justify="right" if col != "metric" else "left")
     rows = [("proxy accuracy (%)", d["accuracy"], d["accuracy_std"]),

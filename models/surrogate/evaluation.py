@@ -247,6 +247,8 @@ class SurrogateResult:
             "timeline": first["epochs"],
             "per_seed": per_seed,
             "cached": self.cached,
+            # the BLAS kernels its runs were trained with (a run cached before runs recorded it: "not recorded")
+            "blas": ", ".join(sorted({run.get("blas") or "not recorded" for r in self.runs for run in r.values()})),
             "wall_s": self.wall_s,
             "compute_s": self.compute_s,
         })

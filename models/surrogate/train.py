@@ -19,6 +19,7 @@ Step kinds (the loop has no per-scheme branch; what differs is in the scheme's m
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable, Optional
 
@@ -147,7 +148,25 @@ def train_run(
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
-        return _train(cfg, scheme, seed, replay, observer)
+        out = _train(cfg, scheme, seed, replay, observer)
+    out["blas"] = blas_kernel()  # float32 rounding, so the run's figures, depend on it (docs/surrogate.md)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def blas_kernel() -> str:
+    """numpy's BLAS library and the kernel it picked for this CPU (threadpoolctl), e.g. ``"openblas 0.3.31
+    SkylakeX"``: a run's figures are reproducible on the same kernel, not across kernels. (scipy may load a
+    BLAS of its own; the surrogate's products are numpy's.)"""
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)  # numpy's BLAS loaded
+    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    mine = [lib for lib in libs if "numpy" in str(lib.get("filepath", ""))] or libs
+    if not mine:
+        return "unknown"
+    return " ".join(str(mine[0][k]) for k in ("internal_api", "version", "architecture") if mine[0].get(k))
 
 
 def _probe_subset(n: int) -> np.ndarray:

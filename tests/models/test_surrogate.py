@@ -345,6 +345,29 @@ def test_digits_cannot_rank_predictors_but_the_null_control_is_reported():
 # evaluate and its cache
 
 
+def test_each_run_records_the_blas_kernel_it_was_trained_with(tmp_path, monkeypatch):
+    """Float32 rounding, so a run's figures, depend on the BLAS kernel OpenBLAS picks for the CPU: a result names
+    the kernels of its runs (a run cached before runs recorded it: "not recorded")."""
+    import glob
+
+    from models.surrogate.train import blas_kernel
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.4)
+    kernel = blas_kernel()
+    assert kernel and kernel != "unknown"
+    d = evaluate(cfg, seeds=(0,), controls=()).to_dict()
+    assert d["blas"] == kernel
+    files = glob.glob(str(tmp_path / "surrogate" / "**" / "*.json"), recursive=True)
+    assert files and all(json.loads(Path(f).read_text())["blas"] == kernel for f in files)
+    for f in files:  # as cached by the code before
+        e = json.loads(Path(f).read_text())
+        del e["blas"]
+        Path(f).write_text(json.dumps(e))
+    old = evaluate(cfg, seeds=(0,), controls=())
+    assert old.cached and old.to_dict()["blas"] == "not recorded"
+
+
 def test_evaluate_result_keys_units_and_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
     cfg = SurrogateConfig(**FAST, adaptive=False, gp_fraction=0.4)
