@@ -122,7 +122,7 @@ def metric_rows(metrics: dict) -> list[dict]:
             if f"{x.name}_se" in metrics:  # a mean over seeds: its standard error beside it, in the same unit
                 row["±se"] = metrics[f"{x.name}_se"] / div
             rows.append(row)
-    for name in (k for k in metrics if k not in registry.REGISTRY and k != "seeds" and not k.endswith("_se")):
+    for name in registry.extra_figures(metrics):
         like = registry.like(name)  # a proxy task's own figure (several tasks), or the tasks' rank agreement
         rows.append({"metric": name, "value": metrics[name], "unit": like.unit if like is not None else ""})
     return rows

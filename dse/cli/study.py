@@ -63,8 +63,8 @@ def run(
 
     # open (create) the study first, as the run will: a storage that cannot be used or a sampler this strategy
     # refuses fails in one line, before the notes; then the notes, before the run's hours
-    close_study(open_study(spec, storage_url(spec, storage, journal=workers > 1), create=True,
-                           accept_changes=accept_changes))
+    url = storage_url(spec, storage, journal=workers > 1)  # where dse.run puts it (several workers: a journal)
+    close_study(open_study(spec, url, create=True, accept_changes=accept_changes))
     for note in notes:
         typer.echo(note, err=True)
     t0 = time.perf_counter()
@@ -111,10 +111,8 @@ def run(
         typer.echo(f"accuracy noise: {res['distinguishable']} of the {res['front']} front points are distinguishable "
                    f"by the paired-seed test (dse pareto --noise-aware); each front point rests on {seeds}")
     from dse.search.strategies import strategy_class
-    from dse.search.study import close_study, open_study, storage_url
 
     strat = strategy_class(res.get("strategy", spec.strategy))
-    url = storage_url(spec, storage, journal=workers > 1)
     stored = open_study(spec, url, create=False) if res["finished"] or res.get("exhausted") else None
     try:
         if res["complete"]:
@@ -315,9 +313,8 @@ def _why_none(status: dict, where: list[str]) -> str:
     if not complete:
         return ("no complete trial yet" + (f"; {failed} failed, `dse status` says why" if failed else
                                            ": run the study first"))
-    if status.get("unplaced") == complete:
-        return (f"none of the {complete} complete trials recorded all the study's objectives (an objective changed "
-                "with --accept-changes): run more trials")
+    if status.get("unplaced") == complete:  # the stopping line says it (dse.results.views.status_summary)
+        return status["last_10pct"]
     if not status["feasible"]:
         return (f"none of the {complete} complete trials meets the constraints ({'; '.join(status['constraints'])}):"
                 " relax them or widen the space")

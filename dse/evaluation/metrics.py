@@ -194,6 +194,12 @@ def task_figures(surrogate: dict | None) -> dict[str, float]:
             if (k in names or k.startswith(RANK_AGREEMENT)) and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def extra_figures(metrics: Mapping[str, Any]) -> list[str]:
+    """The names in a trial's recorded ``metrics`` that are not registered metrics, their ``<metric>_se`` or
+    ``seeds``: each proxy task's own figures and the tasks' rank agreements (:func:`task_figures`), in order."""
+    return [k for k in metrics if k not in REGISTRY and k != "seeds" and not k.endswith("_se")]
+
+
 def like(name: str) -> Metric | None:
     """The registered metric ``name`` is, or one task's value of (``fashion_accuracy_drop``: accuracy_drop), or
     None (a rank agreement, or not a metric)."""

@@ -202,8 +202,7 @@ def task_columns(pts) -> list[str]:
     :func:`dse.evaluation.metrics.task_figures`), in their recorded order."""
     from dse.evaluation import metrics as registry
 
-    return list(dict.fromkeys(k for p in pts for k in p.metrics
-                              if k not in registry.REGISTRY and k != "seeds" and not k.endswith("_se")))
+    return list(dict.fromkeys(k for p in pts for k in registry.extra_figures(p.metrics)))
 
 
 def front_rows(spec, pts) -> list[dict]:

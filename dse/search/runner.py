@@ -317,4 +317,4 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
                      front=len(fr), hypervolume=recent["hypervolume"], recent=recent, **noise_figures(spec, pts, fr),
                      interrupted=interrupted, storage=mask_url(url), failed=failed_count(study),
                      exhausted=exhausted, strategy=name, **figures,
-                     covered=None if exhausted or interrupted else strategy_class(name).covered(spec, study))
+                     covered=None if exhausted or interrupted else strat.covered(spec, study))
