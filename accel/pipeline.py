@@ -34,7 +34,7 @@ Figures of a step (:class:`PipelineStep`): ``makespan`` (the last op's end, the 
 ``span`` = the largest over devices of (last op end - first ``F`` start): the period when identical steps
 run back to back (the uniform shift that keeps every device's order); ``bubble_rate`` = 1 - (busy time
 summed over devices) / (p * span), which for equal stages is the zero-bubble paper's
-(span - m(F + B + W)) / span; ``idle_s`` per device = span - busy; peak activation memory per device in
+(span - m(F + B + W)) / span; ``idle`` per device = span - busy; peak activation memory per device in
 micro-batch activations (a micro-batch's chunk activation is held from its ``F`` start to the end of its
 ``W``/``BW``, or of its ``P`` in a GP step) and in bytes.
 
@@ -323,8 +323,9 @@ class PipelineStep:
     makespan: float
     span: float
     bubble_rate: float
-    busy_s: tuple
-    idle_s: tuple
+    #: per device: busy and idle (span - busy) time, in the unit of the stage times (the JSON's ``unit``)
+    busy: tuple
+    idle: tuple
     #: per device: peak activations held, in micro-batch activations of the device (all its chunks)
     peak_act: tuple
     peak_act_bytes: tuple
@@ -335,7 +336,7 @@ class PipelineStep:
     def to_dict(self, *, timeline: bool = False) -> dict:
         d = {k: getattr(self, k) for k in ("schedule", "stages", "microbatches", "chunks", "gp", "makespan",
                                            "span", "bubble_rate", "link_bytes")}
-        d.update(busy_s=list(self.busy_s), idle_s=list(self.idle_s), peak_act=list(self.peak_act),
+        d.update(busy=list(self.busy), idle=list(self.idle), peak_act=list(self.peak_act),
                  peak_act_bytes=list(self.peak_act_bytes))
         if timeline:
             d["timeline"] = [r._asdict() for r in self.timeline]
@@ -470,7 +471,7 @@ def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *
     bubble = 1.0 - sum(busy) / (p * span) if span > 0 else 0.0
     return PipelineStep(schedule=name, stages=p, microbatches=m,
                         chunks=v, gp=gp, makespan=makespan, span=span, bubble_rate=bubble,
-                        busy_s=tuple(busy), idle_s=tuple(span - b for b in busy), peak_act=tuple(peak_u),
+                        busy=tuple(busy), idle=tuple(span - b for b in busy), peak_act=tuple(peak_u),
                         peak_act_bytes=tuple(peak_b), link_bytes=link_bytes, timeline=tuple(OpRecord(*x) for x in rec))
 
 
@@ -843,7 +844,7 @@ def pipeline_job(mp: ModelPipeline, schedule: str, microbatches: int, *, n_steps
         link_pj += count * lb * tech.link_pj_per_byte
     t = job_time(used)
     leak_j = t * d * sum(mp.leakage_w)
-    busy = sum(n * sum(s.busy_s) for s, n in used)
+    busy = sum(n * sum(s.busy) for s, n in used)
     period = sum(n * p * s.span for s, n in used)
     return PipelineJob(
         time_s=t, energy_j={"dynamic": dyn_pj * 1e-12, "leakage": leak_j, "link": link_pj * 1e-12},

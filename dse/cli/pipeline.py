@@ -39,7 +39,7 @@ def _schedules(text: str, chunks: int = 1) -> list[str]:
 def _summary(name: str, bp, gp, gp_fraction: float, samples_per_step: int | None, unit: str) -> dict:
     """Figures of one schedule: its BP step, its GP step (if any) and the mix at ``gp_fraction``."""
     period = (1 - gp_fraction) * bp.span + gp_fraction * (gp.span if gp is not None else 0.0)
-    busy = (1 - gp_fraction) * sum(bp.busy_s) + gp_fraction * (sum(gp.busy_s) if gp is not None else 0.0)
+    busy = (1 - gp_fraction) * sum(bp.busy) + gp_fraction * (sum(gp.busy) if gp is not None else 0.0)
     out = {"schedule": name, "unit": unit, "gp_fraction": gp_fraction, "period": period,
            "bubble_rate": 1 - busy / (bp.stages * period) if period > 0 else 0.0,
            "speedup_vs_bp_steps": bp.span / period if period > 0 else 0.0,
@@ -85,7 +85,7 @@ def _scaled(step, k: float):
     from accel.pipeline import OpRecord
 
     return replace(step, makespan=step.makespan * k, span=step.span * k,
-                   busy_s=tuple(b * k for b in step.busy_s), idle_s=tuple(b * k for b in step.idle_s),
+                   busy=tuple(b * k for b in step.busy), idle=tuple(b * k for b in step.idle),
                    timeline=tuple(OpRecord(r.device, r.kind, r.mb, r.chunk, r.start * k, r.end * k)
                                   for r in step.timeline))
 
@@ -221,7 +221,7 @@ def pipeline(
                     {"peak_act_bytes": "peak_act"})
     for n, bp, gp in steps:
         typer.echo("")
-        typer.echo(f"{n}: per stage busy {_fmt(bp.busy_s)}, idle {_fmt(bp.idle_s)}, peak activations "
+        typer.echo(f"{n}: per stage busy {_fmt(bp.busy)}, idle {_fmt(bp.idle)}, peak activations "
                    f"{_fmt(bp.peak_act)} micro-batches")
         if width:
             typer.echo(gantt(bp, width))

@@ -43,7 +43,7 @@ def test_interleaved_bubble_shrinks_by_the_chunks(p, m, F, B, W, v):
     s = simulate(c, "1f1b-interleaved", m)
     assert s.chunks == v
     assert s.span - m * (F + B + W) == pytest.approx((p - 1) * (F + B + W) / v, rel=1e-12)
-    assert sum(s.busy_s) == pytest.approx(p * m * (F + B + W), rel=1e-12)
+    assert sum(s.busy) == pytest.approx(p * m * (F + B + W), rel=1e-12)
 
 
 def _table():
@@ -90,7 +90,7 @@ def test_link_latency_delays_dependents_but_occupies_no_device():
     s = simulate(c, "1f1b", 1)
     t = {(r.device, r.kind): r for r in s.timeline}
     assert t[(1, "F")].start == 1.25 and t[(0, "BW")].start == t[(1, "BW")].end + 0.25
-    assert s.busy_s == (3.0, 3.0)
+    assert s.busy == (3.0, 3.0)
     assert s.makespan == 6.5
 
 
@@ -102,7 +102,7 @@ def test_predictor_training_rides_on_the_weight_gradient_and_updates_close_the_s
     last = {r.device: r for r in s.timeline}
     assert all(last[d].kind == "U" for d in range(4))
     assert [r.kind for r in s.timeline if r.device == 0][-2:] == ["R", "U"]
-    assert s.busy_s[0] == 8 * 3.5 + 2.0  # the all-reduce is waiting, not work
+    assert s.busy[0] == 8 * 3.5 + 2.0  # the all-reduce is waiting, not work
     ws = [r for r in s.timeline if r.kind == "W"]
     assert all(r.end - r.start == 1.5 for r in ws)
 
@@ -119,7 +119,7 @@ def test_unequal_stages_are_timed_per_stage():
     c = StageCosts(F=(1.0, 2.0), B=(1.0, 2.0), W=(0.0, 0.0), devices=2)
     s = simulate(c, "gpipe", 2)
     # stage 1 is the bottleneck: F0 1..3, F1 3..5, BW1 5..7, BW0 7..9; stage 0: BW1 7..8, BW0 9..10
-    assert s.makespan == 10.0 and s.busy_s == (4.0, 8.0)
+    assert s.makespan == 10.0 and s.busy == (4.0, 8.0)
     assert s.bubble_rate == pytest.approx(1 - 12 / 20)
 
 
@@ -165,14 +165,14 @@ def test_every_schedule_runs_each_op_once(name):
         assert len(f) == m * v
         back = [k for k in kinds if k[0] == d and k[1] in ("B", "BW")]
         assert len(back) == m * v
-    assert sum(s.busy_s) == pytest.approx(p * m * 3.0)
+    assert sum(s.busy) == pytest.approx(p * m * 3.0)
     # its GP step: the same forwards, each followed by its predictor work, and no backward
     g = simulate(StageCosts.uniform(p, 1.0, 1.0, 1.0, chunks=v, P=0.5), name, m, gp=True)
     fwd = sorted((r.device, r.mb, r.chunk) for r in s.timeline if r.kind == "F")
     assert sorted((r.device, r.mb, r.chunk) for r in g.timeline if r.kind == "F") == fwd
     assert sorted((r.device, r.mb, r.chunk) for r in g.timeline if r.kind == "P") == fwd
     assert {r.kind for r in g.timeline} == {"F", "P"}
-    assert sum(g.busy_s) == pytest.approx(p * m * 1.5)
+    assert sum(g.busy) == pytest.approx(p * m * 1.5)
 
 
 def test_gantt_and_chrome_trace_show_every_op():

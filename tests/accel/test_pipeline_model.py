@@ -145,7 +145,7 @@ def test_gp_steps_skip_the_backward_in_the_pipeline(resnet18):
     gp = job.step["gp"]
     c = mp.gp
     work = [8 * (c.F[r] + c.P[r]) + c.U_gp[r] for r in range(4)]
-    assert gp.busy_s == pytest.approx(work)
+    assert gp.busy == pytest.approx(work)
     assert gp.span >= max(work) * (1 - 1e-12) and gp.span <= max(work) + sum(c.F) + sum(c.comm)  # float sums
     assert step_counts(100, scheme="adagp", warmup_frac=0.2, gp_fraction=0.5) == (60, 40)
 

@@ -183,6 +183,10 @@ def test_cli_pipeline_from_a_model():
     r = json.loads(out)
     assert r["unit"] == "ms" and len(r["stage_starts"]) == 2 and r["throughput"] > 0
     assert r["gp_step"]["span"] < r["bp_step"]["span"]
+    # per-stage times are in the JSON's unit (ms here): no key says seconds
+    step = r["bp_step"]
+    assert not [k for k in step if k.endswith("_s")]
+    assert sum(step["busy"]) + sum(step["idle"]) == pytest.approx(step["stages"] * step["span"])
 
 
 @pytest.mark.parametrize("args,match", [
