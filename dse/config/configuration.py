@@ -172,7 +172,7 @@ def load_configuration(path: str | Path) -> Configuration:
     if p.suffix.lower() == ".json":
         import json
 
-        if p.is_dir() or not p.is_file():
+        if p.is_dir() or not p.exists():
             raise UsageError(f"{p}: {'is a folder' if p.is_dir() else 'no such file'}; expected a JSON file")
         try:
             doc = json.loads(p.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))

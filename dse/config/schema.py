@@ -23,9 +23,9 @@ def load_toml(path: str | Path) -> dict:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{p}: is a folder; expected a TOML file")
-    if not p.is_file():
+    if not p.exists():
         raise UsageError(f"{p}: no such file")
-    try:
+    try:  # a pipe or a device (bash's <(...), /dev/stdin) is read like a file
         text = p.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8")  # a byte-order mark is allowed
         doc = tomllib.loads(text)
     except OSError as e:

@@ -414,3 +414,18 @@ def test_an_empty_study_file_is_called_empty(cli, tmp_path):
     empty.write_text("")
     line = _refused(cli("run", empty), "study file", "empty", "[space]")
     assert "dse surrogate" not in line
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe")
+def test_a_pipe_is_read_like_a_file_not_called_missing(cli, tmp_path):
+    """bash's ``<(...)`` hands a pipe; it was refused as 'no such file'."""
+    assert "no such file" not in _refused(cli("surrogate", os.devnull), "[training]")
+    fifo = tmp_path / "study.json"
+    os.mkfifo(fifo)
+    import threading
+
+    writer = threading.Thread(target=lambda: fifo.write_text('{"workload": {}}'), daemon=True)
+    writer.start()
+    line = _refused(cli("evaluate", fifo), "workload.models")
+    writer.join(timeout=30)
+    assert "no such file" not in line and not writer.is_alive()
