@@ -309,6 +309,18 @@ def diverged_settings(spec, study) -> dict[str, str]:
     return out
 
 
+def blas_kernels(trials) -> dict[str, int]:
+    """BLAS kernel -> complete trials whose surrogate runs were trained with it (a trial of several seeds may
+    count for several; runs cached before kernels were recorded are left out). Accuracies reproduce on the same
+    kernel only (docs/surrogate.md), so a study with two kernels mixes rounding noise into its comparisons."""
+    out: dict[str, int] = {}
+    for t in trials:
+        for k in str((t.user_attrs.get("surrogate") or {}).get("blas") or "").split(", "):
+            if k and k != "not recorded":
+                out[k] = out.get(k, 0) + 1
+    return out
+
+
 def status_summary(spec, storage: str | None = None, study=None, url: str | None = None) -> dict:
     """What ``dse status`` prints: trials by state, the budget (the last run's; ``budget_from`` says where it
     differs from the file's), front size, hypervolume, failure reasons, the
@@ -332,6 +344,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     pts = load_points(study, spec)
     recent = recent_gain(pts, spec.directions, hv_reference(spec))
     ended = ended_early(study)  # why its last run ended before its budget, or None
+    kernels = blas_kernels(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     reasons: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
         r = t.user_attrs.get("fail_reason", "no reason recorded")
@@ -360,6 +373,11 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
         "failures": reasons,
         **({"training": summary} if (summary := strategy_class(spec.strategy).run_summary(ran, study)) else {}),
         **({"diverged": [f"{k}: {r}" for k, r in bad.items()]} if (bad := diverged_settings(spec, study)) else {}),
+        # workers on different CPUs, or a cache copied from another machine: say so, accuracies differ by kernel
+        **({"blas": f"surrogate runs trained on {len(kernels)} BLAS kernels ("
+                    + ", ".join(f"{k}: {n} trials" for k, n in sorted(kernels.items()))
+                    + "); accuracies reproduce on the same kernel only, so compare trials of one kernel "
+                      "(docs/surrogate.md)"} if len(kernels) > 1 else {}),
     }
 
 

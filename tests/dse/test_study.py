@@ -145,6 +145,27 @@ def test_status_shows_the_budget_of_the_last_run(study_file, cli):
     assert st["trials"]["complete"] + st["trials"]["fail"] == 12
 
 
+def test_status_says_when_trials_were_trained_on_different_blas_kernels(study_file, cli):
+    """A run's accuracies reproduce on its BLAS kernel only; workers on two CPUs (or a cache copied from another
+    machine) mix kernels in one front: status says so, and says nothing while there is one kernel."""
+    from optuna.trial import TrialState, create_trial
+
+    from dse.search.study import open_study
+
+    spec = load_study(study_file)
+    assert cli("run", study_file, "--trials", "3", "--quiet").returncode == 0
+    assert "blas" not in json.loads(cli("status", study_file, "--json").stdout)
+    study = open_study(spec, create=False)
+    t = study.get_trials(states=(TrialState.COMPLETE,))[0]
+    assert t.user_attrs["surrogate"]["blas"]  # recorded by the run
+    other = {**t.user_attrs, "surrogate": {**t.user_attrs["surrogate"], "blas": "openblas 0.3.0 Other"}}
+    study.add_trial(create_trial(params=t.params, distributions=t.distributions, values=t.values,
+                                 user_attrs=other))
+    line = json.loads(cli("status", study_file, "--json").stdout)["blas"]
+    assert "2 BLAS kernels" in line and "openblas 0.3.0 Other: 1 trials" in line
+    assert "blas" in cli("status", study_file).stdout
+
+
 def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(study_file, capsys):
     # every value is possible alone; 512 rows need more than a 0.5 KiB ifmap buffer holds
     text = study_file.read_text().replace("rows = [8, 16, 32]", "rows = [8, 512]\nifmap_kb = [0.5, 4.0]")
