@@ -92,8 +92,8 @@ def show(
         if m == "seeds" or (m.endswith("_se") and m[:-3] in metrics):
             continue
         roles = [f"objective ({objectives[m]})"] if m in objectives else []
-        roles += [f"constraint {c}: {'met' if d['constraints'][str(c)] <= 0 else 'violated'}"
-                  .replace(f"{m} ", "", 1) for c in spec.constraints if c.metric == m]
+        roles += [f"constraint {c.bounds()}: {'met' if d['constraints'][str(c)] <= 0 else 'violated'}"
+                  for c in spec.constraints if c.metric == m]
         role = "; ".join(roles)
         div, unit = si_scale([v], unit_of(m))  # 1.1e5 J as 110 kJ
         row = {"metric": m, "value": v / div if isinstance(v, (int, float)) else v}

@@ -95,11 +95,15 @@ class Constraint:
         return float(v) if np.ndim(v) == 0 else v
 
     def __str__(self) -> str:
+        return self.bounds(self.metric)
+
+    def bounds(self, name: str = "") -> str:
+        """``'>= a and <= b'``, each bound preceded by ``name`` when given (``str()``: the metric's)."""
         parts = []
         if self.min is not None:
-            parts.append(f"{self.metric} >= {self.min:g}")
+            parts.append(f"{name} >= {self.min:g}".lstrip())
         if self.max is not None:
-            parts.append(f"{self.metric} <= {self.max:g}")
+            parts.append(f"{name} <= {self.max:g}".lstrip())
         return " and ".join(parts)
 
 

@@ -285,6 +285,15 @@ def test_trials_that_did_not_record_a_new_objective_or_constraint_are_named_not_
     assert "constraint <= 1: violated" in line, line
 
 
+def test_show_names_both_bounds_of_a_two_sided_constraint(study_file, capsys):
+    """The role dropped the metric's name by string replacement: 'constraint >= 0.1 and area_mm2 <= 4'."""
+    study_file.write_text(study_file.read_text().replace("max = 4.0", "min = 0.1\nmax = 4.0"))
+    run(load_study(study_file), trials=1)
+    assert _cli("show", str(study_file), "0") == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("area_mm2 "))
+    assert "constraint >= 0.1 and <= 4: " in line, line
+
+
 def test_accept_changes_cannot_change_a_list_of_choices(study_file, capsys):
     spec = load_study(study_file)
     run(spec, trials=2)
