@@ -8,8 +8,10 @@ The public API (keyword arguments after the study; details in :mod:`dse.api`)::
     study = dse.open_study(spec)                       # the stored study
     study.front()                                      # the feasible Pareto front, a pandas DataFrame
     study.export(knee=True)                            # TOML that `dse evaluate` reproduces exactly
+    study.show(3), study.plot(), study.report()        # as dse show / plot / report
     study.close()                                      # its database connections (or: with dse.open_study(...))
     dse.evaluate(dse.load_configuration("knee.toml"))  # every metric of one configuration
+    dse.compare([spec, other]), dse.sweep(cfg, {"hardware.rows": [16, 32]})  # as dse compare / sweep
 
 Extension points, one place each: metrics (:mod:`dse.evaluation.metrics`), search strategies
 (:mod:`dse.search.strategies`), samplers (:mod:`dse.search.samplers`).
@@ -24,9 +26,13 @@ from dse.config.configuration import Configuration, load_configuration
 from dse.errors import UsageError
 from dse.evaluation.evaluator import evaluate
 
-_API = ("load_study", "run", "open_study", "Study", "configuration", "StudySpec", "Point")
+_API = ("load_study", "run", "open_study", "Study", "configuration", "StudySpec", "Point", "compare", "sweep")
 
 __all__ = ["__version__", "UsageError", "evaluate", "Configuration", "load_configuration", *_API]
+
+
+def __dir__() -> list[str]:  # tab completion offers the names imported on first use too
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str):

@@ -337,18 +337,16 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     and the constraint limits; the front in parallel coordinates; energy by component for chosen points;
     hypervolume history; parameter importance per objective (for a hybrid study, over the hardware points
     it costed)."""
-    from dse.config.outputs import check_folder, writing_folder
+    from dse.config.outputs import check_folder
 
     spec = load_spec(study_file)  # first: a bad file fails fast, without importing Optuna and seaborn
     folder = check_folder(out or (study_file.resolve().parent / f"{spec.name}-plots"), "--out")
     import dse
-    from dse.figures.plots import make_plots
 
-    with dse.open_study(spec, storage=storage) as study, writing_folder(folder, "--out") as tmp:
-        # the figures move in once all are drawn
-        files = make_plots(study.optuna, spec, tmp, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
+    with dse.open_study(spec, storage=storage) as study:  # the figures move in once all are drawn
+        files = study.plot(folder, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
     for f in files:
-        typer.echo(str(folder / f.name))
+        typer.echo(str(f))
 
 
 def export(

@@ -209,10 +209,9 @@ def report(
     path = out or (study_file.resolve().parent / f"{spec.name}-report.html")
     check_file(path, "--out")  # before the figures are drawn
     import dse
-    from dse.figures.report import build_report
 
     with dse.open_study(spec, storage=storage) as study:
-        typer.echo(str(build_report(spec, study.optuna, path, storage=storage, noise_aware=noise_aware)))
+        typer.echo(str(study.report(path, noise_aware=noise_aware)))
 
 
 def _emit_rows(rows: list[dict], fmt: str) -> None:
@@ -244,35 +243,16 @@ def compare(
     """Fronts of several studies on the same objectives: hypervolume at one common reference point (per
     objective the least demanding of the studies' own), and how many of each study's front points another's
     front dominates."""
-    import dse
-    from dse.results.compare import compare as run_compare
-    from dse.results.views import label_of, natural_direction
-    from dse.search.study import hv_reference
+    from dse.results.compare import compare_studies
+    from dse.results.views import label_of
 
     _check_format(fmt)
-    if len(study_files) < 2:
-        raise UsageError("compare: give at least two study files")
     if plot is not None:
         plot = _figure_path(plot, "--plot")
     specs = [load_spec(f) for f in study_files]
-    if objectives:
-        objs = _metric_list(objectives, "--objectives")
-    else:
-        objs = [m for m in specs[0].metrics if all(m in s.metrics for s in specs[1:])]
-    if len(objs) < 2 and objectives:
-        raise UsageError(f"--objectives: a front needs two or more metrics, got {', '.join(objs)}; name them as "
-                         "--objectives M1,M2")
-    if len(objs) < 2:
-        raise UsageError("--objectives: the studies share fewer than two objectives; name two or more metrics "
-                         "with --objectives M1,M2")
-    directions = [natural_direction(m) for m in objs]
-    entries = []
-    for f, spec in zip(study_files, specs):
-        with dse.open_study(spec) as study:
-            points = study.points()
-        ref = _reference_for(spec, objs, dict(zip(spec.metrics, hv_reference(spec))))
-        entries.append((spec.name, spec, points, ref))
-    res = run_compare(entries, objs, directions)
+    objs = [m.strip() for m in objectives.split(",") if m.strip()] if objectives else None
+    res = compare_studies(specs, objs, option="--objectives")
+    objs, directions = res["objectives"], res["directions"]
     if plot is not None:
         from dse.config.outputs import writing
         from dse.figures.charts import compare_figure
@@ -301,32 +281,6 @@ def _figure_path(path: Path, option: str) -> Path:
     from dse.figures.charts import figure_suffixes
 
     return check_file(path, option, suffixes=figure_suffixes(), default=".png")
-
-
-def _metric_list(text: str, option: str) -> list[str]:
-    """Comma-separated metric names: each registered, none twice."""
-    from dse.evaluation import metrics as registry
-
-    names = registry.check_names([m.strip() for m in text.split(",") if m.strip()], option)
-    dup = next((m for i, m in enumerate(names) if m in names[:i]), None)
-    if dup is not None:
-        raise UsageError(f"{option}: {dup!r} is named twice; name each metric once")
-    return names
-
-
-def _reference_for(spec, objs: list[str], ref_all: dict) -> list[float]:
-    """A study's reference values for ``objs``: its own for its objectives, else the default of the metric
-    for that study (computed as for an objective)."""
-    from dataclasses import replace
-
-    from dse.search.study import hv_reference
-    from dse.search.studyfile import Objective
-
-    missing = [m for m in objs if m not in ref_all]
-    if missing:
-        extra = replace(spec, objectives=tuple(Objective(m, "minimize") for m in missing))
-        ref_all = {**ref_all, **dict(zip(missing, hv_reference(extra)))}
-    return [ref_all[m] for m in objs]
 
 
 def sweep(

@@ -23,7 +23,7 @@ from typing import Any
 
 from accel import Hardware, load_tech
 from dse.config.parallel import ParallelConfig, microbatch_size
-from dse.config.schema import check_keys, load_toml, take
+from dse.config.schema import check_keys, file_path, load_toml, take
 from dse.config.values import check_document
 from dse.config.workload import Workload
 from dse.errors import UsageError
@@ -168,7 +168,7 @@ def check_scheme(name: str, where: str) -> None:
 
 def load_configuration(path: str | Path) -> Configuration:
     """Read a configuration from TOML (or JSON, as ``dse export --format json`` writes it)."""
-    p = Path(path)
+    p = file_path(path)
     if p.suffix.lower() == ".json":
         import json
 

@@ -13,14 +13,23 @@ from typing import Any
 from dse.config.values import check_document, check_number
 from dse.errors import UsageError
 
-__all__ = ["load_toml", "take", "check_keys", "TYPE_NAMES"]
+__all__ = ["load_toml", "file_path", "take", "check_keys", "TYPE_NAMES"]
 
 TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
               list: "a list", dict: "a table"}
 
 
+def file_path(path) -> Path:
+    """``path`` (a string or path-like) as a :class:`Path`; anything else refused in one line."""
+    import os
+
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"path: a file path (a string or pathlib.Path), got {path!r}")
+    return Path(path)
+
+
 def load_toml(path: str | Path) -> dict:
-    p = Path(path)
+    p = file_path(path)
     if p.is_dir():
         raise UsageError(f"{p}: is a folder; expected a TOML file")
     if not p.exists():

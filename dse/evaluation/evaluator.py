@@ -248,6 +248,27 @@ def training_metrics(surrogate: dict | None, gp_fraction: float) -> dict[str, fl
     return out
 
 
+def _seed_list(seeds) -> tuple[int, ...]:
+    """``seeds`` (an evaluate argument) as distinct integers from 0 to MAX_FIRST_SEED + MAX_SEEDS - 1, at most
+    MAX_SEEDS of them."""
+    import numbers
+
+    from dse.config.configuration import MAX_FIRST_SEED, MAX_SEEDS
+
+    top = MAX_FIRST_SEED + MAX_SEEDS - 1  # the last seed a configuration can name
+    allowed = (f"distinct integers from 0 to {top}, 1 to {MAX_SEEDS} of them, e.g. range(3) "
+               "(--seeds N on the command line is a count)")
+    try:
+        out = tuple(seeds) if not isinstance(seeds, (str, bytes)) else None
+    except TypeError:
+        out = None
+    if (not out or len(out) > MAX_SEEDS or len(set(out)) != len(out)
+            or not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) and 0 <= x <= top
+                       for x in out)):
+        raise UsageError(f"seeds: {allowed}; got {seeds!r}")
+    return tuple(int(x) for x in out)
+
+
 def evaluate(cfg: Configuration | str, *, seeds: tuple[int, ...] | None = None,
              metrics: list[str] | str | None = None) -> dict:
     """Every metric of ``cfg`` (a :class:`Configuration`, or the path of a file ``dse export`` wrote): the
@@ -260,6 +281,9 @@ def evaluate(cfg: Configuration | str, *, seeds: tuple[int, ...] | None = None,
     Returns ``{"models": [...], "summary": {...}, "metrics": {...}, "surrogate": {...} | None}`` where
     ``metrics`` holds every metric of :mod:`dse.evaluation.metrics` that applies (accuracy figures only when the
     surrogate ran).
+
+    ``seeds``: the surrogate seeds to train, distinct integers (default: the configuration's, ``cfg.seed_list``:
+    ``seeds`` of them from ``first_seed``); the command's ``--seeds N`` is a count: ``seeds=range(N)``.
     """
     if isinstance(cfg, (str, PurePath)):
         cfg = load_configuration(cfg)
@@ -269,7 +293,7 @@ def evaluate(cfg: Configuration | str, *, seeds: tuple[int, ...] | None = None,
     if metrics is not None:
         metrics = registry.check_names([metrics] if isinstance(metrics, str) else metrics, "metrics")
     sur = None
-    seeds = cfg.seed_list if seeds is None else seeds
+    seeds = cfg.seed_list if seeds is None else _seed_list(seeds)
     if cfg.gp_fraction is None or cfg.accuracy:
         from models.surrogate.evaluation import CONTROLS
 

@@ -126,8 +126,11 @@ def check_names(given, where: str) -> list[str]:
     argument) and every metric allowed."""
     from dse.errors import UsageError
 
-    given = list(given)
-    bad = next((m for m in given if m not in REGISTRY), None)
+    try:
+        given = list(given)
+    except TypeError:
+        raise UsageError(f"{where}: a list of metric names (or one name), got {given!r}") from None
+    bad = next((m for m in given if not isinstance(m, str) or m not in REGISTRY), None)
     if bad is not None:
         raise UsageError(f"{where}: {bad!r} is not a metric; choose from {', '.join(REGISTRY)}")
     return given

@@ -133,21 +133,21 @@ def fanova_shares(params: list[dict], values: dict[str, list], space, seed: int 
     shares add up to at most 1;
     the rest is the knobs' interactions and what the forest cannot explain). ``params``: one dict of knob
     values per point; ``values``: objective -> one value per point; ``space``: the study's knobs."""
-    from dse.search.study import distribution
+    from dse.search.study import distribution, optuna_quiet
 
     dists = {n: distribution(k) for n, k in space.searched()}
     out = {}
-    for m, ys in values.items():
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
-        study = optuna.create_study(direction="minimize")
-        ok = [(p, float(y)) for p, y in zip(params, ys) if np.isfinite(y)]
-        study.add_trials([optuna.trial.create_trial(params={k: p[k] for k in dists}, distributions=dists,
-                                                    value=y) for p, y in ok])
-        try:
-            imp = optuna.importance.FanovaImportanceEvaluator(n_trees=FANOVA_TREES, seed=seed).evaluate(study)
-        except (RuntimeError, ValueError, ZeroDivisionError):
-            continue
-        out[m] = {k: max(0.0, float(v)) for k, v in imp.items()}
+    with optuna_quiet():
+        for m, ys in values.items():
+            study = optuna.create_study(direction="minimize")
+            ok = [(p, float(y)) for p, y in zip(params, ys) if np.isfinite(y)]
+            study.add_trials([optuna.trial.create_trial(params={k: p[k] for k in dists}, distributions=dists,
+                                                        value=y) for p, y in ok])
+            try:
+                imp = optuna.importance.FanovaImportanceEvaluator(n_trees=FANOVA_TREES, seed=seed).evaluate(study)
+            except (RuntimeError, ValueError, ZeroDivisionError):
+                continue
+            out[m] = {k: max(0.0, float(v)) for k, v in imp.items()}
     return out
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from dse.errors import UsageError
 from dse.search.pareto import Point, front, hypervolume
 
-__all__ = ["StudyFront", "compare", "dominated_count"]
+__all__ = ["StudyFront", "compare", "compare_studies", "dominated_count"]
 
 
 @dataclass
@@ -95,3 +95,62 @@ def compare(studies: list[tuple[str, object, list[Point], list[float] | None]], 
         rows.append(row)
     return {"objectives": objectives, "directions": directions, "reference": reference, "studies": rows,
             "fronts": fronts}
+
+
+def metric_list(names: list[str], option: str) -> list[str]:
+    """Metric names: each registered, none twice (``option`` names the argument in errors)."""
+    from dse.evaluation import metrics as registry
+
+    names = registry.check_names(names, option)
+    dup = next((m for i, m in enumerate(names) if m in names[:i]), None)
+    if dup is not None:
+        raise UsageError(f"{option}: {dup!r} is named twice; name each metric once")
+    return names
+
+
+def _reference_for(spec, objs: list[str], ref_all: dict) -> list[float]:
+    """A study's reference values for ``objs``: its own for its objectives, else the default of the metric
+    for that study (computed as for an objective)."""
+    from dataclasses import replace
+
+    from dse.search.study import hv_reference
+    from dse.search.studyfile import Objective
+
+    missing = [m for m in objs if m not in ref_all]
+    if missing:
+        extra = replace(spec, objectives=tuple(Objective(m, "minimize") for m in missing))
+        ref_all = {**ref_all, **dict(zip(missing, hv_reference(extra)))}
+    return [ref_all[m] for m in objs]
+
+
+def compare_studies(specs: list, objectives: list[str] | None = None, *, option: str = "objectives") -> dict:
+    """:func:`compare` of the stored studies of ``specs`` (each with its own default storage) on
+    ``objectives`` (default: the objectives every study shares, in the first study's order), each in its
+    natural direction; ``option`` names the argument in errors. Returns :func:`compare`'s dict plus
+    ``objectives`` and ``directions``."""
+    from dse.results.views import natural_direction
+    from dse.search.study import close_study, hv_reference, load_points, open_study
+
+    if len(specs) < 2:
+        raise UsageError("compare: give at least two study files")
+    if objectives is not None:
+        objs = metric_list(list(objectives), option)
+        if len(objs) < 2:
+            raise UsageError(f"{option}: a front needs two or more metrics, got {', '.join(objs)}; name them as "
+                             f"{option} M1,M2")
+    else:
+        objs = [m for m in specs[0].metrics if all(m in s.metrics for s in specs[1:])]
+        if len(objs) < 2:
+            raise UsageError(f"{option}: the studies share fewer than two objectives; name two or more metrics "
+                             f"with {option} M1,M2")
+    directions = [natural_direction(m) for m in objs]
+    entries = []
+    for spec in specs:
+        study = open_study(spec, None, create=False)
+        try:
+            points = load_points(study, spec)
+        finally:
+            close_study(study)
+        ref = _reference_for(spec, objs, dict(zip(spec.metrics, hv_reference(spec))))
+        entries.append((spec.name, spec, points, ref))
+    return {**compare(entries, objs, directions), "objectives": objs, "directions": directions}

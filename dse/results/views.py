@@ -398,7 +398,7 @@ def pareto_rows(spec, study, *, columns: list[str] | None = None, sort: str | No
     pts = load_points(study, spec)
     pts = noise_aware_front(pts, spec.metrics, spec.directions) if noise_aware else front(pts, spec.directions)
     rows = front_rows(spec, pts)
-    names = list(dict.fromkeys(k for r in rows for k in r)) or ["trial", *metric_order(spec)]
+    names = list(dict.fromkeys(k for r in rows for k in r)) or row_columns(spec)
     numeric = {k for k in names if all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
                                        for r in rows)}
     conds = [parse_where(w, dict.fromkeys(sorted(numeric | set(metric_order(spec))))) for w in where]
@@ -445,12 +445,24 @@ def trial_rows(spec, study) -> list[dict]:
     return rows
 
 
-def data_frame(rows: list[dict]):
+def row_columns(spec, kind: str = "front") -> list[str]:
+    """The columns of :func:`front_rows` (``kind`` "front") or :func:`trial_rows` ("trials") before any trial
+    recorded figures: what an empty table still has (no standard errors, seeds or task columns yet)."""
+    middle = [*metric_order(spec), *(c for c, _ in _knob_columns(spec))]
+    if kind == "trials":
+        return ["trial", "state", "feasible", "on_front", *middle, "fail_reason"]
+    return ["trial", *middle]
+
+
+def data_frame(rows: list[dict], columns: list[str] | None = None):
     """``rows`` as a pandas DataFrame whose missing values are NaN: a column of numbers and gaps is numeric
-    (float), never ``object`` holding None."""
+    (float), never ``object`` holding None. No rows: an empty frame with ``columns`` (so that selecting or
+    sorting by a column works on it as on a full one)."""
     import numpy as np
     import pandas as pd
 
+    if not rows and columns:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in columns})
     df = pd.DataFrame(rows)
     for c in df.columns:
         col = df[c]

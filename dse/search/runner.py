@@ -32,6 +32,7 @@ from dse.search.study import (
     load_points,
     mask_url,
     open_study,
+    optuna_quiet,
     point_of,
     record_budget,
     record_end,
@@ -227,7 +228,9 @@ def run_study(spec: StudySpec, *, storage: str | None = None, trials: int | None
     probe = open_study(spec, url, create=True, heartbeat=heartbeat, accept_changes=accept_changes)
     opened = [probe]
     try:
-        return _run_on(spec, probe, opened, url, budget, worker, heartbeat, timeout, progress, stop, sampler, poll)
+        with optuna_quiet():
+            return _run_on(spec, probe, opened, url, budget, worker, heartbeat, timeout, progress, stop, sampler,
+                           poll)
     finally:
         for st in opened:  # pooled database connections closed now, not when the collector finds them
             with contextlib.suppress(Exception):  # the run's own error, if any, is the one to report

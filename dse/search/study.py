@@ -226,8 +226,24 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
     return study
 
 
+@contextlib.contextmanager
+def optuna_quiet():
+    """Optuna's log at ERROR within (failures are recorded with their reason instead), its level as it was
+    after: a notebook's own Optuna studies keep logging as the user set them."""
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(level)
+
+
 def _study_on(st, spec: StudySpec, url: str, smp, *, create: bool, accept_changes: bool) -> optuna.Study:
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are recorded with their reason instead
+    with optuna_quiet():
+        return _study_quiet(st, spec, url, smp, create=create, accept_changes=accept_changes)
+
+
+def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_changes: bool) -> optuna.Study:
     try:
         if create:
             study = optuna.create_study(storage=st, study_name=spec.name, directions=spec.directions,

@@ -55,7 +55,7 @@ from accel import Hardware
 from accel.hardware import FIELDS as HARDWARE_FIELDS
 from dse.config.configuration import MAX_FIRST_SEED, MAX_SEEDS, Configuration, check_scheme
 from dse.config.parallel import FIELDS as PARALLEL_FIELDS, ParallelConfig, microbatch_size
-from dse.config.schema import check_keys, load_toml, take
+from dse.config.schema import check_keys, file_path, load_toml, take
 from dse.config.space import Bundle, Choice, Fixed, Space
 from dse.config.values import check_name, check_number
 from dse.errors import UsageError
@@ -460,5 +460,5 @@ def _seeds(st: dict) -> tuple[int, int]:
 
 
 def load_study(path: str | Path) -> StudySpec:
-    p = Path(path)
+    p = file_path(path)
     return spec_from_dict(load_toml(p), path=p.resolve())

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from dse.errors import UsageError
@@ -38,6 +39,7 @@ from dse.search.study import (
     load_points,
     mask_url,
     open_study,
+    optuna_quiet,
     point_of,
     record_budget,
     recover_dead_workers,
@@ -93,12 +95,33 @@ def _stderr(p: subprocess.Popen) -> str:
     return text
 
 
+def _check_file_is_spec(spec: StudySpec) -> None:
+    """Worker processes read the study file, with the run's budget, sampler, seed, strategy and runs on their
+    command line (:func:`_spawn`): a spec changed in code in any other way would be silently replaced by the
+    file's, so it is refused, naming what differs."""
+    from dataclasses import fields
+
+    from dse.search.studyfile import load_study
+
+    if spec.path is None:
+        raise UsageError("spec: built in code, without a study file for worker processes to read; write it to a "
+                         "file, or run with workers=1")
+    again = load_study(spec.path).with_overrides(trials=spec.trials, sampler=spec.sampler, seed=spec.seed,
+                                                 strategy=spec.strategy, workers=spec.workers, runs=spec.runs)
+    differ = [f.name for f in fields(spec) if f.compare and getattr(spec, f.name) != getattr(again, f.name)]
+    if "options" in differ:
+        differ.remove("options")
+        differ += [k for k in spec.options if spec.options[k] != again.options.get(k)]
+    if differ:
+        raise UsageError(f"spec: differs from its file {spec.path} in {', '.join(differ)}; worker processes read "
+                         "the file: write the change into it, or run with workers=1")
+
+
 def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, timeout: float | None = None,
                 quiet: bool = False, poll: float = 0.5, max_restarts: int | None = None,
                 accept_changes: bool = False) -> RunResult:
     """Run ``spec`` (either strategy) with ``workers`` local ``dse worker`` processes to its budget."""
-    if spec.path is None:
-        raise ValueError("run_workers needs a study read from a file (workers load it by path)")
+    _check_file_is_spec(spec)
     limit = max_workers()
     if workers > limit:
         raise UsageError(f"--workers: {workers} is more than {limit} ({WORKERS_PER_CORE} per core on "
@@ -107,7 +130,8 @@ def run_workers(spec: StudySpec, *, workers: int, storage: str | None = None, ti
     check_cache()
     study = open_study(spec, url, create=True, heartbeat=default_heartbeat(url), accept_changes=accept_changes)
     try:
-        return _run_on(spec, study, url, workers, timeout, quiet, poll, max_restarts)
+        with optuna_quiet():
+            return _run_on(spec, study, url, workers, timeout, quiet, poll, max_restarts)
     finally:
         with contextlib.suppress(Exception):  # the run's own error, if any, is the one to report
             close_study(study)  # pooled database connections closed now, not when the collector finds them
@@ -120,7 +144,9 @@ def _run_on(spec: StudySpec, study, url: str, workers: int, timeout: float | Non
     tracker, fr = BudgetTracker(study), ProgressFront(spec, ref)
     budget = spec.trials
     record_budget(study, budget, spec.runs)
-    logdir = tempfile.mkdtemp(prefix="dse-workers-")
+    # signal handlers can be set in the main thread only: from another one (a notebook's background thread)
+    # the run goes on without them (Ctrl-C reaches the main thread, not this loop)
+    main = threading.current_thread() is threading.main_thread()
     procs: dict[int, subprocess.Popen] = {}
     next_index = workers
     restarts = 0
@@ -139,7 +165,7 @@ def _run_on(spec: StudySpec, study, url: str, workers: int, timeout: float | Non
     def stop_all(sig=signal.SIGINT):
         """Stop every worker (SIGINT: each records its running trial as interrupted), SIGKILL after 30 s;
         signals to this process are ignored meanwhile, so that a second Ctrl-C cannot leave one running."""
-        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
         try:
             for p in procs.values():
                 if p.poll() is None:
@@ -154,9 +180,10 @@ def _run_on(spec: StudySpec, study, url: str, workers: int, timeout: float | Non
             for s, h in held.items():
                 signal.signal(s, h)
 
-    old = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
+    old = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt())) if main else None
     last_done = -1
     ends: list[int] = []  # the exit codes of the workers that ended
+    logdir = tempfile.mkdtemp(prefix="dse-workers-")  # removed on every way out (below)
     try:
         for i in range(workers):
             procs[i] = _spawn(spec, url, i, budget, logdir)
@@ -200,7 +227,8 @@ def _run_on(spec: StudySpec, study, url: str, workers: int, timeout: float | Non
         interrupted = True
     finally:
         stop_all()  # whatever ended the loop: no worker outlives this process
-        signal.signal(signal.SIGTERM, old)
+        if main:
+            signal.signal(signal.SIGTERM, old)
         done = min(tracker.refresh()["done"], budget)
         # every worker stopped by a signal from outside (Ctrl-C or SIGTERM to the workers): an interruption
         interrupted = interrupted or bool(ends) and all(rc == 130 for rc in ends) and done < budget

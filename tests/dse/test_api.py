@@ -153,3 +153,116 @@ def test_optuna_dashboard_shows_the_metric_names_constraints_and_the_training_st
     assert outer["objective_names"] == ["best accuracy_drop", "best speedup", "best area_mm2"]
     attrs = {a["key"]: a["value"] for a in outer["user_attrs"]}
     assert "internal to the dse study 'tiny'" in attrs["description"]
+
+
+def test_run_refuses_what_it_would_ignore_and_keeps_the_overrides_of_the_command(study_file):
+    """With workers > 1, dse.run dropped its extra keyword arguments (a typo, progress=, strategy=) and a spec
+    changed in code was replaced by the file's in the worker processes, silently."""
+    from dse.errors import UsageError
+
+    spec = dse.load_study(study_file)
+    with pytest.raises(UsageError, match=r"^trails: not an argument of dse.run; allowed: .*trials"):
+        dse.run(spec, trails=5, workers=2)
+    with pytest.raises(UsageError, match=r"^trails: not an argument"):
+        dse.run(spec, trails=5)
+    with pytest.raises(UsageError, match=r"^progress: works in one process only"):
+        dse.run(spec, workers=2, progress=print)
+    with pytest.raises(UsageError, match=r"^stop: works in one process only"):
+        dse.run(spec, workers=2, stop=lambda s: False)
+    with pytest.raises(UsageError, match=r"^progress: a function"):
+        dse.run(spec, progress=3)
+    with pytest.raises(UsageError, match=r"^spec: differs from its file .* in seeds, seeds_max; worker processes read"):
+        dse.run(spec.with_overrides(seeds=2), workers=2)
+    with pytest.raises(UsageError, match=r"^runs: must be an integer >= 1"):
+        dse.run(spec, runs=0)
+    res = dse.run(spec, trials=2, seed=7, strategy="joint")  # the command's --seed and --strategy
+    assert res["finished"] == 2 and res["strategy"] == "joint"
+
+
+def test_a_notebook_keeps_its_optuna_log_level_and_gets_usage_errors_for_wrong_types(study_file, tmp_path):
+    import pathlib
+
+    import optuna
+
+    from dse.errors import UsageError
+
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        dse.run(study_file, trials=2)
+        with dse.open_study(study_file, storage=pathlib.Path(str(study_file.with_suffix(".db")))) as study:
+            assert len(study.front()) >= 1  # a Path is a storage path, as a string is
+            empty = study.front(where="speedup>=1e9", columns=["speedup", "area_mm2"])
+            assert empty.empty and list(empty.columns) == ["trial", "speedup", "area_mm2"]
+            assert list(study.front(where="speedup>=1e9").columns[:3]) == ["trial", "accuracy_drop", "speedup"]
+            with pytest.raises(UsageError, match=r"^where: a list of strings"):
+                study.front(where=[3])
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO  # dse set ERROR while it ran, then put it back
+    finally:
+        optuna.logging.set_verbosity(before)
+    for call in (lambda: dse.load_study(None), lambda: dse.load_configuration(3)):
+        with pytest.raises(UsageError, match=r"^path: a file path"):
+            call()
+    with pytest.raises(UsageError, match=r"^spec: a StudySpec"):
+        dse.open_study(None)
+    assert {"run", "open_study", "load_study", "Study"} <= set(dir(dse))  # tab completion
+    cfg = tmp_path / "c.toml"
+    with dse.open_study(study_file) as study:
+        cfg.write_text(study.export(knee=True))
+    for bad in (3, (0, 0), (0.5,), "12", [-1], ()):
+        with pytest.raises(UsageError, match=r"^seeds: distinct integers"):
+            dse.evaluate(cfg, seeds=bad)
+    with pytest.raises(UsageError, match=r"^metrics: a list of metric names"):
+        dse.evaluate(cfg, metrics=3)
+
+
+def test_run_with_workers_from_a_background_thread(study_file):
+    """signal handlers can only be set in the main thread: the run failed there and left its log folder."""
+    import glob
+    import tempfile
+    import threading
+
+    before = set(glob.glob(f"{tempfile.gettempdir()}/dse-workers-*"))
+    out = {}
+    t = threading.Thread(target=lambda: out.update(res=dse.run(study_file, trials=3, workers=2)))
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive() and out["res"]["finished"] == 3
+    assert set(glob.glob(f"{tempfile.gettempdir()}/dse-workers-*")) == before
+
+
+def test_every_command_has_its_python_call(study_file, tmp_path, cli):
+    """compare, sweep, show, plot and report were reachable from Python only through internals; each call gives
+    what its command prints."""
+    import json
+
+    other = tmp_path / "other.toml"
+    other.write_text(study_file.read_text().replace('name = "tiny"', 'name = "other"').replace("seed = 3", "seed = 11"))
+    dse.run(study_file, trials=4)
+    dse.run(other, trials=4)
+    res = dse.compare([study_file, dse.load_study(other)])
+    assert res["objectives"] == ["accuracy_drop", "speedup", "area_mm2"]
+    assert [r["study"] for r in res["studies"]] == ["tiny", "other"]
+    printed = json.loads(cli("compare", study_file, other, "--format", "json").stdout)
+    assert printed["studies"] == res["studies"] and printed["reference"] == res["reference"]
+    with pytest.raises(dse.UsageError, match=r"^objectives: a front needs two or more metrics"):
+        dse.compare([study_file, other], objectives="speedup")
+    with pytest.raises(dse.UsageError, match=r"^specs: a list of two or more"):
+        dse.compare(study_file)
+    with dse.open_study(study_file) as study:
+        n = int(study.front()["trial"].iloc[0])
+        d = study.show(n)
+        assert d == json.loads(cli("show", study_file, n, "--format", "json").stdout)
+        with pytest.raises(dse.UsageError, match=r"^trial: must be an integer >= 0"):
+            study.show(-1)
+        files = study.plot(tmp_path / "figs", warn=lambda m: None)
+        assert files and all(f.parent == tmp_path / "figs" and f.exists() for f in files)
+        page = study.report(tmp_path / "r.html")
+        assert page == tmp_path / "r.html" and "<html" in page.read_text()[:500].lower()
+        cfg = tmp_path / "knee.toml"
+        cfg.write_text(study.export(knee=True))
+    df = dse.sweep(cfg, {"hardware.rows": [8, 16]})
+    assert list(df["hardware.rows"]) == [8, 16]
+    rows = json.loads(cli("sweep", cfg, "--knob", "hardware.rows=8,16", "--format", "json", "-q").stdout)
+    assert df.to_dict("records") == rows
+    assert dse.sweep(cfg, "hardware.rows=8").equals(df.iloc[:1])
