@@ -94,6 +94,7 @@ class Guard:
 
     def __init__(self) -> None:
         self.pending = False
+        self._holding = 0  # inside holding(): a signal is only recorded
         self._timer: threading.Timer | None = None
         self._closed = False
         self.fault: BaseException | None = None
@@ -101,8 +102,8 @@ class Guard:
 
     def _handler(self, signum, frame) -> None:
         self.pending = True
-        if self._closed:  # the run is cleaning up (failing its queued trials): let it finish
-            return
+        if self._closed or self._holding:  # the run is cleaning up (failing its queued trials), or a batch of
+            return                         # writes must finish once begun: the run's next check() stops it
         if not _in_optuna(frame):  # the objective's own work, dse's loops: stop here
             raise KeyboardInterrupt
         # inside Optuna's bookkeeping (asking, telling, recording attributes): deliver it again shortly, so
@@ -128,6 +129,16 @@ class Guard:
         it is deferred and delivered again 0.2 s later, so that no trial is left half-recorded."""
         self.check()
         yield
+
+    @contextmanager
+    def holding(self):
+        """Writes that must finish once begun (a batch of trials entered in the study, each created RUNNING then
+        told): a signal inside is recorded, not raised; the run stops at its next :meth:`check`, after the step."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if a signal came while it was deferred, or the fault an objective met."""

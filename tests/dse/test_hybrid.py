@@ -263,3 +263,65 @@ def test_a_setting_an_earlier_run_cut_short_is_trained_first_on_resume(study_fil
     new = [t for t in outer.get_trials() if t.number > done[0].number + 1]
     assert new[0].params == {"training.pred_width": left} and new[0].state == TrialState.COMPLETE
     assert new[0].user_attrs["retry_of"] == done[0].number + 1
+
+
+def _outer_and_main(spec, study_file):
+    url = f"sqlite:///{study_file.parent / 'tiny.db'}"
+    return (optuna.load_study(study_name=f"{spec.name}.training", storage=url),
+            optuna.load_study(study_name=spec.name, storage=url))
+
+
+def test_a_signal_while_a_settings_points_are_costed_marks_it_cut_and_resume_finishes_it(study_file, monkeypatch):
+    """Only the training was guarded: an interruption while the setting's points were costed and entered (most
+    of a setting's time on a warm cache) failed its outer trial with no mark, so a resumed run never trained
+    it again, although its runs counted: the front lost that setting for good."""
+    import dse.search.strategies.hybrid as hy
+
+    spec = replace(_hybrid(study_file), trials=3)
+    real, calls = hy.evaluate_hardware, []
+
+    def interrupted(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the second point of the first setting: a signal in dse's own code raises here
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(hy, "evaluate_hardware", interrupted)
+    assert run(spec)["interrupted"]
+    monkeypatch.setattr(hy, "evaluate_hardware", real)
+    outer, main = _outer_and_main(spec, study_file)
+    cut = outer.get_trials()[0]
+    assert cut.state == TrialState.FAIL and cut.user_attrs.get("cut_short") and "fail_reason" not in cut.user_attrs
+    assert not main.get_trials()  # nothing entered, nothing left running
+    run(spec)
+    retry = [t for t in outer.get_trials() if t.user_attrs.get("retry_of") == cut.number]
+    assert [t.state for t in retry] == [TrialState.COMPLETE] and retry[0].params == cut.params
+    assert len(main.get_trials(states=(TrialState.COMPLETE,))) == 3
+
+
+def test_a_signal_while_points_are_entered_stops_the_run_after_the_batch(study_file, monkeypatch):
+    """A signal between a point's trial being created (RUNNING) and told left it RUNNING with no owner record
+    and its setting unmarked; the batch now finishes and the run stops after the step."""
+    import os
+    import signal
+    import sys
+
+    spec = replace(_hybrid(study_file), trials=3)
+    storage = type(open_study(spec, create=True)._storage)  # the class the run writes through (Optuna's cache)
+    real, calls = storage.create_new_trial, []
+
+    def create_then_signal(self, *a, **kw):
+        tid = real(self, *a, **kw)
+        if sys._getframe(1).f_code.co_name == "_enter":  # a point's trial, not the outer study's
+            calls.append(tid)
+            if len(calls) == 1:
+                os.kill(os.getpid(), signal.SIGINT)  # delivered here, in the batch
+        return tid
+
+    monkeypatch.setattr(storage, "create_new_trial", create_then_signal)
+    res = run(spec)
+    monkeypatch.undo()
+    outer, main = _outer_and_main(spec, study_file)
+    assert res["interrupted"] and len(calls) >= 2
+    assert not main.get_trials(states=(TrialState.RUNNING,))
+    assert [t.state for t in outer.get_trials()] == [TrialState.COMPLETE]

@@ -622,11 +622,22 @@ class Hybrid(Strategy):
         if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
             raise TrialFailed("no possible hardware point")
-        runner.refresh()
-        entered = runner.tracker.keys
-        fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
-        new = fresh[:runner.remaining()]
-        self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number, n)
+        try:  # its points costed and entered: cut short here too, the setting is queued again on resume
+            runner.refresh()
+            entered = runner.tracker.keys
+            fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
+            new = fresh[:runner.remaining()]
+            self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number, n)
+        except KeyboardInterrupt:
+            _mark_cut(ot)
+            raise
+        except Exception as e:
+            if is_fault(e):
+                self.guard.record_fault(e)
+                _mark_cut(ot)
+            else:
+                ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+            raise
         ot.set_user_attr("entered_points", self.entered)  # 0: trained, but no point of it is in the study
         if not self.entered:
             ot.set_user_attr("not_entered", "the budget was reached before its points could enter" if fresh else
@@ -696,23 +707,24 @@ class Hybrid(Strategy):
                 user_attrs={**rec["user_attrs"], "worker": owner(), "training_trial": setting},
                 system_attrs={CONSTRAINTS_ATTR: rec["constraints"]}), rec["values"]))
         made = []
-        for template, values in templates:
-            tid = st.create_new_trial(sid, template_trial=template)
-            if runner.heartbeat:
-                st.record_heartbeat(tid)  # a worker dying now leaves a trial other machines can retry
-            made.append((tid, st.get_trial_number_from_id(tid), values))
-        runner.refresh()
         admitted = 0
-        for tid, number, values in made:
-            try:
-                if runner.tracker.counting_before(number) < runner.budget:
-                    st.set_trial_state_values(tid, TrialState.COMPLETE, values)
-                    admitted += 1
-                else:
-                    st.set_trial_user_attr(tid, "fail_reason", "budget reached by other workers")
-                    st.set_trial_state_values(tid, TrialState.PRUNED)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # taken for a dead worker's by another process (and queued again): it counts once
+        with self.guard.holding():  # a signal now stops the run after the batch: no point left RUNNING
+            for template, values in templates:
+                tid = st.create_new_trial(sid, template_trial=template)
+                if runner.heartbeat:
+                    st.record_heartbeat(tid)  # a worker dying now leaves a trial other machines can retry
+                made.append((tid, st.get_trial_number_from_id(tid), values))
+            runner.refresh()
+            for tid, number, values in made:
+                try:
+                    if runner.tracker.counting_before(number) < runner.budget:
+                        st.set_trial_state_values(tid, TrialState.COMPLETE, values)
+                        admitted += 1
+                    else:
+                        st.set_trial_user_attr(tid, "fail_reason", "budget reached by other workers")
+                        st.set_trial_state_values(tid, TrialState.PRUNED)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    pass  # taken for a dead worker's by another process (and queued again): it counts once
         return admitted
 
     def figures(self) -> dict:
