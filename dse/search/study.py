@@ -656,9 +656,10 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
     out = []
     running, waiting = runguard.orphans(study)
     for t in running:
-        try:
-            study.tell(t.number, state=TrialState.FAIL)
-        except Exception:  # another worker got there first
+        who = t.user_attrs.get("worker")
+        # "interrupted ...": not counted toward the budget (its retry is); False: another worker got there first
+        if not runguard.fail_orphan(study, t, f"{runguard.INTERRUPTED}: its worker {'(' + who + ') ' if who else ''}"
+                                               "died while running it; retried as a new trial"):
             continue
         runguard.queue(study, t.params, retry_of=t.number)
         out.append(t.number)

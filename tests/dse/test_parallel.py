@@ -208,7 +208,10 @@ def test_a_sigkilled_local_worker_has_its_trial_retried(tmp_path):
         victim = _kill_mid_trial(spec, f"journal:///{tmp_path / 'slow.journal'}", _wait_running)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
-    _check_exact(spec, None, 6, killed=victim)
+    st = _check_exact(spec, None, 6, killed=victim)
+    # its reason, for dse status (it had none: "failed 1 x no reason recorded")
+    reason = st.get_trials()[victim.number].user_attrs.get("fail_reason", "")
+    assert reason.startswith("interrupted: its worker (") and "died while running it" in reason, reason
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
