@@ -7,6 +7,8 @@ Exit codes: 0 success; 1 an unexpected internal error (a bug: please report it w
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import traceback
 
@@ -97,7 +99,27 @@ def main(argv: list[str] | None = None) -> None:
                 shown(message, category, *args, **kw)
 
         warnings.showwarning = show
-        _main(argv, debug)
+        with _sigterm_interrupts():
+            _main(argv, debug)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM as Ctrl-C for the whole command (a run installs its own, finer handling): cleanups run (no
+    temporary file left), exit code 130; the previous handler after (in-process callers)."""
+    try:
+        old = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread: signals are the main thread's
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _main(argv: list[str] | None, debug: bool) -> None:

@@ -695,3 +695,21 @@ def test_status_pareto_export_read_a_study_on_a_read_only_file_system(tmp_path):
         assert w.returncode == 2
         line = one_error_line(w.stderr)
         assert "read-only" in line or "permission" in line
+
+
+def test_sigterm_outside_a_run_is_an_interruption_that_leaves_no_temporary_file(ran_study, tmp_path):
+    """Only runs turned SIGTERM into a clean stop: `dse plot` killed by it exited 143 and left its hidden
+    temporary folder beside the output."""
+    out = tmp_path / "figs"
+    p = subprocess.Popen([sys.executable, "-m", "dse.cli", "plot", str(ran_study), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not [q for q in tmp_path.iterdir() if q.name.startswith(".")] and p.poll() is None:
+        assert time.monotonic() < deadline, "the figures' temporary folder never appeared"
+        time.sleep(0.01)  # polls for a condition (the folder the command writes into), not a fixed wait
+    assert p.poll() is None, "plot ended before it could be signalled"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
