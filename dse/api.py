@@ -23,6 +23,8 @@ beside the study file; see :mod:`dse.search.study`). ``tests/dse/test_api.py`` r
 
 from __future__ import annotations
 
+import contextlib
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +36,23 @@ from dse.search.studyfile import StudySpec, load_study
 
 __all__ = ["load_study", "run", "open_study", "Study", "evaluate", "configuration", "load_configuration",
            "Configuration", "StudySpec", "Point", "compare", "sweep"]
+
+
+@contextlib.contextmanager
+def _as_arguments(names: dict[str, str] | None = None):
+    """A UsageError raised inside that names a command-line option (``--strategy: ...``, ``TRIAL: ...``) names
+    the Python argument instead (``strategy: ...``): ``names`` maps an option to its argument, else ``--x-y``
+    is ``x_y``."""
+    try:
+        yield
+    except UsageError as e:
+        msg = str(e)
+        m = re.match(r"(--[\w-]+|[A-Z]+)(?=[: ])", msg)
+        if m is None:
+            raise
+        opt = m.group(1)
+        arg = (names or {}).get(opt, opt.lstrip("-").replace("-", "_").lower())
+        raise UsageError(arg + msg[len(opt):]) from None
 
 
 def _integer(name: str, v: Any, lo: int) -> int | None:
@@ -109,11 +128,12 @@ def run(spec: StudySpec | str | Path, *, storage: str | Path | None = None, tria
         raise UsageError(f"progress: a function called with each step's figures, got {progress!r}")
     if strategy is not None and not isinstance(strategy, str):
         raise UsageError(f"strategy: a strategy's name, got {strategy!r}")
-    spec = spec.with_overrides(trials=trials, runs=runs, seed=seed, strategy=strategy)
+    with _as_arguments():  # with_overrides names the command's options
+        spec = spec.with_overrides(trials=trials, runs=runs, seed=seed, strategy=strategy)
+        if isinstance(sampler, str):  # a name: as the study file's `sampler` (checked there)
+            spec, sampler = spec.with_overrides(sampler=sampler), None
     storage = _storage(storage)
     workers = spec.workers if workers is None else workers
-    if isinstance(sampler, str):  # a name: as the study file's `sampler` (checked there)
-        spec, sampler = spec.with_overrides(sampler=sampler), None
     if workers > 1:
         from dse.search.workers import run_workers
 
@@ -121,11 +141,11 @@ def run(spec: StudySpec | str | Path, *, storage: str | Path | None = None, tria
             raise UsageError("sampler: a sampler instance runs in this process only; use workers=1, or name a "
                              "sampler in the study file for worker processes")
         for name, given in [("progress", progress), *kw.items()]:
-            if given is not None:
+            if given is not None and name != "poll" and not (name == "worker" and given == 0):
                 raise UsageError(f"{name}: works in one process only; use workers=1 (with several workers, "
                                  "quiet=False shows a progress bar)")
         return run_workers(spec, workers=workers, storage=storage, timeout=timeout, quiet=quiet,
-                           accept_changes=accept_changes)
+                           accept_changes=accept_changes, **({"poll": kw["poll"]} if "poll" in kw else {}))
     from dse.search.runner import run_study
 
     return run_study(spec, storage=storage, timeout=timeout, progress=progress, accept_changes=accept_changes,
@@ -165,9 +185,10 @@ def compare(specs: list, *, objectives: list[str] | str | None = None) -> dict:
     :class:`dse.results.compare.StudyFront`)."""
     from dse.results.compare import compare_studies
 
-    if isinstance(specs, (str, Path, StudySpec)) or not hasattr(specs, "__iter__"):
+    given = None if isinstance(specs, (str, Path, StudySpec)) or not hasattr(specs, "__iter__") else list(specs)
+    if given is None or len(given) < 2:
         raise UsageError(f"specs: a list of two or more studies (specs or study-file paths), got {specs!r}")
-    return compare_studies([_spec(s) for s in specs], _listed("objectives", objectives))
+    return compare_studies([_spec(s) for s in given], _listed("objectives", objectives))
 
 
 def sweep(cfg: Configuration | str | Path, knobs: dict | list[str] | str, *,
@@ -197,7 +218,8 @@ def sweep(cfg: Configuration | str | Path, knobs: dict | list[str] | str, *,
         texts = _listed("knobs", knobs) or []
     if progress is not None and not callable(progress):
         raise UsageError(f"progress: a function called with (i, n, row), got {progress!r}")
-    return data_frame(_sweep(cfg, [parse_knob(t) for t in texts], base_dir=base_dir, progress=progress))
+    with _as_arguments({"--knob": "knobs"}):
+        return data_frame(_sweep(cfg, [parse_knob(t) for t in texts], base_dir=base_dir, progress=progress))
 
 
 def configuration(point: Point) -> Configuration:
@@ -315,9 +337,11 @@ class Study:
         trial = _integer("trial", trial, 0)
         if trial is None:
             raise UsageError("trial: a trial number >= 0, got None")
-        return frozen_trial_detail(find_trial(self._study, trial), self.spec, model=model, layers=bool(layers))
+        with _as_arguments({"TRIAL": "trial", "--model": "model"}):
+            return frozen_trial_detail(find_trial(self._study, trial), self.spec, model=model, layers=bool(layers))
 
-    def plot(self, out: str | Path | None = None, *, warn: Callable[[str], None] | None = None) -> list[Path]:
+    def plot(self, out: str | Path | None = None, *, warn: Callable[[str], None] | None = None,
+             _option: str = "out") -> list[Path]:
         """``dse plot``: the study's figures (PNG and SVG) in the folder ``out`` (default: ``<name>-plots``
         beside the study file), written once all are drawn; returns the files. ``warn(message)``: what a
         figure could not show (default: :func:`warnings.warn`)."""
@@ -326,20 +350,20 @@ class Study:
         from dse.config.outputs import check_folder, writing_folder
         from dse.figures.plots import make_plots
 
-        folder = check_folder(Path(out) if out is not None else self._beside("plots"), "out")
-        with writing_folder(folder, "out") as tmp:
+        folder = check_folder(Path(out) if out is not None else self._beside("plots"), _option)
+        with writing_folder(folder, _option) as tmp:  # (_option: how the command names it, --out)
             files = make_plots(self._study, self.spec, tmp, warn=warn or (lambda m: warnings.warn(m, stacklevel=3)))
         return [folder / f.name for f in files]
 
-    def report(self, out: str | Path | None = None, *, noise_aware: bool = False) -> Path:
+    def report(self, out: str | Path | None = None, *, noise_aware: bool = False, _option: str = "out") -> Path:
         """``dse report``: one self-contained HTML file (status, objectives, figures, front, failures, the study
         file, versions) at ``out`` (default: ``<name>-report.html`` beside the study file); returns its path."""
         from dse.config.outputs import check_file
         from dse.figures.report import build_report
 
-        path = check_file(Path(out), "out", suffixes=(".html", ".htm")) if out is not None else \
-            check_file(self._beside("report.html"), "out")
-        return Path(build_report(self.spec, self._study, path, storage=self._url, option="out",
+        path = check_file(Path(out), _option, suffixes=(".html", ".htm")) if out is not None else \
+            check_file(self._beside("report.html"), _option)
+        return Path(build_report(self.spec, self._study, path, storage=self._url, option=_option,
                                  noise_aware=noise_aware))
 
     def _beside(self, what: str) -> Path:

@@ -344,7 +344,7 @@ def plot(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
     import dse
 
     with dse.open_study(spec, storage=storage) as study:  # the figures move in once all are drawn
-        files = study.plot(folder, warn=lambda msg: typer.echo(f"warning: {msg}", err=True))
+        files = study.plot(folder, warn=lambda msg: typer.echo(f"warning: {msg}", err=True), _option="--out")
     for f in files:
         typer.echo(str(f))
 

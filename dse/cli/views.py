@@ -211,7 +211,7 @@ def report(
     import dse
 
     with dse.open_study(spec, storage=storage) as study:
-        typer.echo(str(study.report(path, noise_aware=noise_aware)))
+        typer.echo(str(study.report(path, noise_aware=noise_aware, _option="--out")))
 
 
 def _emit_rows(rows: list[dict], fmt: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from accel import Hardware, load_tech
 from dse.config.parallel import ParallelConfig, microbatch_size
-from dse.config.schema import check_keys, file_path, load_toml, take
+from dse.config.schema import check_keys, file_path, load_toml, read_limited, take
 from dse.config.values import check_document
 from dse.config.workload import Workload
 from dse.errors import UsageError
@@ -175,7 +175,7 @@ def load_configuration(path: str | Path) -> Configuration:
         if p.is_dir() or not p.exists():
             raise UsageError(f"{p}: {'is a folder' if p.is_dir() else 'no such file'}; expected a JSON file")
         try:
-            doc = json.loads(p.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+            doc = json.loads(read_limited(p, "JSON").decode("utf-8"))
         except OSError as e:
             raise UsageError(f"{p}: cannot be read ({e.strerror})") from None
         except UnicodeDecodeError:

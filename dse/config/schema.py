@@ -13,7 +13,7 @@ from typing import Any
 from dse.config.values import check_document, check_number
 from dse.errors import UsageError
 
-__all__ = ["load_toml", "file_path", "take", "check_keys", "TYPE_NAMES"]
+__all__ = ["load_toml", "file_path", "read_limited", "take", "check_keys", "TYPE_NAMES"]
 
 TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
               list: "a list", dict: "a table"}
@@ -28,6 +28,21 @@ def file_path(path) -> Path:
     return Path(path)
 
 
+#: the most bytes a study or configuration file may hold (they hold a few KiB; a device such as /dev/zero
+#: would be read for ever)
+MAX_FILE_BYTES = 16 << 20
+
+
+def read_limited(p: Path, kind: str) -> bytes:
+    """The bytes of ``p`` (a file, a pipe or a device), without a byte-order mark; more than
+    :data:`MAX_FILE_BYTES` refused in one line naming the path. OSError propagates."""
+    with open(p, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise UsageError(f"{p}: more than {MAX_FILE_BYTES >> 20} MiB; expected a {kind} file of a few KiB")
+    return data.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is allowed
+
+
 def load_toml(path: str | Path) -> dict:
     p = file_path(path)
     if p.is_dir():
@@ -35,7 +50,7 @@ def load_toml(path: str | Path) -> dict:
     if not p.exists():
         raise UsageError(f"{p}: no such file")
     try:  # a pipe or a device (bash's <(...), /dev/stdin) is read like a file
-        text = p.read_bytes().removeprefix(b"\xef\xbb\xbf").decode("utf-8")  # a byte-order mark is allowed
+        text = read_limited(p, "TOML").decode("utf-8")
         doc = tomllib.loads(text)
     except OSError as e:
         raise UsageError(f"{p}: cannot be read ({e.strerror or e})") from None

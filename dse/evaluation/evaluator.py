@@ -257,7 +257,7 @@ def _seed_list(seeds) -> tuple[int, ...]:
 
     top = MAX_FIRST_SEED + MAX_SEEDS - 1  # the last seed a configuration can name
     allowed = (f"distinct integers from 0 to {top}, 1 to {MAX_SEEDS} of them, e.g. range(3) "
-               "(--seeds N on the command line is a count)")
+               "(--seeds N on the command line is a count, from the configuration's first_seed)")
     try:
         out = tuple(seeds) if not isinstance(seeds, (str, bytes)) else None
     except TypeError:
@@ -283,7 +283,8 @@ def evaluate(cfg: Configuration | str, *, seeds: tuple[int, ...] | None = None,
     surrogate ran).
 
     ``seeds``: the surrogate seeds to train, distinct integers (default: the configuration's, ``cfg.seed_list``:
-    ``seeds`` of them from ``first_seed``); the command's ``--seeds N`` is a count: ``seeds=range(N)``.
+    ``seeds`` of them from ``first_seed``); the command's ``--seeds N`` is a count: ``seeds=range(cfg.first_seed,
+    cfg.first_seed + N)``.
     """
     if isinstance(cfg, (str, PurePath)):
         cfg = load_configuration(cfg)

@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 import time
 import warnings
 import weakref
@@ -77,6 +78,9 @@ def storage_url(spec: StudySpec, storage: str | None = None, *, journal: bool = 
     url = storage or os.environ.get("DSE_STORAGE")
     if url:
         return url
+    if spec.path is not None and spec.path.parts[1:2] in (("proc",), ("dev",)):  # bash's <(...), /dev/stdin
+        raise UsageError(f"--storage: the study file was read from {spec.path}, not from a folder where its "
+                         "storage can go beside it; give --storage (or DSE_STORAGE), or save the study file")
     folder = spec.path.parent if spec.path is not None else Path.cwd()
     db, log = folder / (spec.name + ".db"), folder / (spec.name + ".journal")
     if (journal and not db.exists()) or (log.exists() and not db.exists()):
@@ -226,16 +230,28 @@ def open_study(spec: StudySpec, storage: str | None = None, *, create: bool = Tr
     return study
 
 
+_QUIET = {"depth": 0, "level": None}
+_QUIET_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def optuna_quiet():
-    """Optuna's log at ERROR within (failures are recorded with their reason instead), its level as it was
-    after: a notebook's own Optuna studies keep logging as the user set them."""
-    level = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    """Optuna's log at ERROR while any dse work runs (failures are recorded with their reason instead), its
+    level as it was once the last one ends: a notebook's own Optuna studies keep logging as the user set them.
+    The level is global, so overlapping calls (threads) share one quiet period: the first sets it, the last
+    puts it back."""
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
+            _QUIET["level"] = optuna.logging.get_verbosity()
+            optuna.logging.set_verbosity(optuna.logging.ERROR)
+        _QUIET["depth"] += 1
     try:
         yield
     finally:
-        optuna.logging.set_verbosity(level)
+        with _QUIET_LOCK:
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0:
+                optuna.logging.set_verbosity(_QUIET["level"])
 
 
 def _study_on(st, spec: StudySpec, url: str, smp, *, create: bool, accept_changes: bool) -> optuna.Study:

@@ -106,6 +106,9 @@ def _check_file_is_spec(spec: StudySpec) -> None:
     if spec.path is None:
         raise UsageError("spec: built in code, without a study file for worker processes to read; write it to a "
                          "file, or run with workers=1")
+    if not spec.path.is_file():  # bash's <(...): read once, gone
+        raise UsageError(f"{spec.path}: the study file is not a regular file (a pipe?); worker processes read it "
+                         "again: save it to a file, or run with one worker")
     again = load_study(spec.path).with_overrides(trials=spec.trials, sampler=spec.sampler, seed=spec.seed,
                                                  strategy=spec.strategy, workers=spec.workers, runs=spec.runs)
     differ = [f.name for f in fields(spec) if f.compare and getattr(spec, f.name) != getattr(again, f.name)]

@@ -216,19 +216,60 @@ def test_a_notebook_keeps_its_optuna_log_level_and_gets_usage_errors_for_wrong_t
         dse.evaluate(cfg, metrics=3)
 
 
-def test_run_with_workers_from_a_background_thread(study_file):
+def test_run_with_workers_from_a_background_thread(study_file, tmp_path, monkeypatch):
     """signal handlers can only be set in the main thread: the run failed there and left its log folder."""
-    import glob
     import tempfile
     import threading
 
-    before = set(glob.glob(f"{tempfile.gettempdir()}/dse-workers-*"))
+    temp = tmp_path / "temp"  # this run's temporary folders only (other tests' workers use the system's)
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     out = {}
     t = threading.Thread(target=lambda: out.update(res=dse.run(study_file, trials=3, workers=2)))
     t.start()
     t.join(timeout=300)
     assert not t.is_alive() and out["res"]["finished"] == 3
-    assert set(glob.glob(f"{tempfile.gettempdir()}/dse-workers-*")) == before
+    assert list(temp.iterdir()) == []
+
+
+def test_optuna_quiet_periods_that_overlap_restore_the_level_once_the_last_ends():
+    """Two dse calls overlapping in threads: the inner one saved ERROR as the level to restore."""
+    import optuna
+
+    from dse.search.study import optuna_quiet
+
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        a, b = optuna_quiet(), optuna_quiet()
+        a.__enter__()
+        b.__enter__()
+        a.__exit__(None, None, None)  # the first to start ends first (another thread's run)
+        assert optuna.logging.get_verbosity() == optuna.logging.ERROR  # b still works: quiet
+        b.__exit__(None, None, None)
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+    finally:
+        optuna.logging.set_verbosity(before)
+
+
+def test_errors_from_python_calls_name_the_python_arguments(study_file, tmp_path):
+    """The command's option names (--strategy, --knob, TRIAL) leaked into the API's errors."""
+    dse.run(study_file, trials=2)
+    with pytest.raises(dse.UsageError, match=r"^strategy: 'bogus'"):
+        dse.run(study_file, strategy="bogus")
+    with pytest.raises(dse.UsageError, match=r"^sampler: 'bogus' is not a sampler"):
+        dse.run(study_file, sampler="bogus")
+    with pytest.raises(dse.UsageError, match=r"^specs: a list of two or more"):
+        dse.compare([study_file])
+    with dse.open_study(study_file) as study:
+        with pytest.raises(dse.UsageError, match=r"^trial: the study has no trial 999"):
+            study.show(999)
+        cfg = tmp_path / "knee.toml"
+        cfg.write_text(study.export(knee=True))
+    with pytest.raises(dse.UsageError, match=r"^knobs: give one or two knobs"):
+        dse.sweep(cfg, {})
+    with pytest.raises(dse.UsageError, match=r"^knobs: 'bogus' is not a section"):
+        dse.sweep(cfg, {"bogus.rows": [8]})
 
 
 def test_every_command_has_its_python_call(study_file, tmp_path, cli):

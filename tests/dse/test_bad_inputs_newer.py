@@ -429,3 +429,23 @@ def test_a_pipe_is_read_like_a_file_not_called_missing(cli, tmp_path):
     line = _refused(cli("evaluate", fifo), "workload.models")
     writer.join(timeout=30)
     assert "no such file" not in line and not writer.is_alive()
+    # a device is read with a limit (/dev/zero was read until memory ran out): in a process of its own with
+    # 2 GiB of address space, so that a regression fails here instead of exhausting the machine
+    import resource
+
+    def capped():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    for cmd in ("evaluate", "run"):
+        r = subprocess.run([sys.executable, "-m", "dse.cli", cmd, "/dev/zero"], capture_output=True, text=True,
+                           preexec_fn=capped, timeout=120)
+        _refused(r, "/dev/zero: more than 16 MiB")
+
+
+def test_plot_and_report_name_their_option_when_the_write_fails(cli, studies, tmp_path):
+    """Through the Python API's Study.plot/report, a failed write named `out` instead of --out."""
+    figs = tmp_path / "figs"
+    (figs / "objectives.png").mkdir(parents=True)  # a folder where a figure goes
+    r = cli("plot", studies[0], "--out", figs)
+    assert r.returncode == 2 and "Traceback" not in r.stderr  # (a warning line on importance may come first)
+    assert r.stderr.splitlines()[-1].startswith(f"dse: error: --out {figs}: cannot be written"), r.stderr
