@@ -510,7 +510,12 @@ def table_columns(spec, rows: list[dict]) -> tuple[list[str], dict]:
             constant[c] = next(v for v in values if not is_missing(v))
         else:
             shown.append(c)
-    return shown, {"constant": constant, "empty": empty, "other": [c for c in names if c not in cand]}
+    # a standard error stands beside its metric: one whose metric is left out (constant on the front, its
+    # spread not) would read as the spread of the column before it
+    orphans = [c for c in shown if c.endswith("_se") and c[:-3] in cand and c[:-3] not in shown]
+    shown = [c for c in shown if c not in orphans]
+    return shown, {"constant": constant, "empty": empty,
+                   "other": [c for c in names if c not in cand or c in orphans]}
 
 
 def left_out_note(left: dict, hidden_rows: int = 0, total_rows: int = 0, dropped: list[str] = ()) -> str:

@@ -186,6 +186,14 @@ def test_table_columns_leave_out_constant_and_empty_columns():
     assert "5 of 8 rows not shown" in note
     shown, _ = table_columns(spec, rows[:1])  # one row: nothing to compare, only empty columns go
     assert "energy_j" in shown and "accuracy_drop_se" not in shown
+    # a metric constant on the front whose spread varies: its ± went too, else it read as the spread of the
+    # column before it (predictor_gain's beside energy_j: "37.81 ± 0.56 kJ")
+    spec = SimpleNamespace(metrics=["accuracy_drop", "energy_j", "predictor_gain"], constraints=[])
+    rows = [{"trial": i, "accuracy_drop": 1.0 + i, "energy_j": 5.0 - i, "predictor_gain": -0.09,
+             "predictor_gain_se": 0.4 + i} for i in range(3)]
+    shown, left = table_columns(spec, rows)
+    assert shown == ["trial", "accuracy_drop", "energy_j"] and left["constant"] == {"predictor_gain": -0.09}
+    assert left["other"] == ["predictor_gain_se"]
 
 
 def test_show_prints_the_standard_error_beside_the_value(cli, noisy):
