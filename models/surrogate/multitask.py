@@ -85,11 +85,18 @@ class TaskComparison:
     def figures(self) -> dict[str, Any]:
         """Flat per-task figures for a trial's record: ``<task>_accuracy``, ``<task>_accuracy_bp``,
         ``<task>_accuracy_drop`` (and ``<task>_predictor_gain`` when the null control ran), ``accuracy_drop_worst``,
-        ``tasks`` (the names, comma-separated) and ``rank_agreement_<task1>_<task2>`` (Spearman, when defined)."""
+        ``tasks`` (the names, comma-separated) and ``rank_agreement_<task1>_<task2>`` (Spearman, when defined);
+        ``blas``, ``cached``, ``wall_s`` and ``compute_s`` over every task's runs."""
+        dicts = [r.to_dict() for r in self.results]
         out: dict[str, Any] = {"tasks": ",".join(r.config.task for r in self.results),
-                               "accuracy_drop_worst": self.accuracy_drop_worst}
-        for r in self.results:
-            t, d = r.config.task, r.to_dict()
+                               "accuracy_drop_worst": self.accuracy_drop_worst,
+                               # provenance of every task's runs, not the first's: each kernel, all cached or not
+                               "blas": ", ".join(sorted({k for d in dicts for k in d["blas"].split(", ")})),
+                               "cached": all(d["cached"] for d in dicts),
+                               "wall_s": sum(d["wall_s"] for d in dicts),
+                               "compute_s": sum(d["compute_s"] for d in dicts)}
+        for r, d in zip(self.results, dicts):
+            t = r.config.task
             out.update({f"{t}_{k}": d[k] for k in ("accuracy", "accuracy_bp", "accuracy_drop")})
             if "null" in r.controls:
                 out[f"{t}_predictor_gain"] = d["predictor_gain"]

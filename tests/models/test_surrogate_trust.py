@@ -274,3 +274,25 @@ def test_dse_surrogate_json_reports_each_task_and_their_rank_agreement(tmp_path,
     bad = CliRunner().invoke(app, ["surrogate", "--task", "cifar", "--json"])
     assert isinstance(bad.exception, UsageError)  # exit 2 through dse's entry point
     assert str(bad.exception) == "--task: task: one of 'mnist1d', 'digits', 'fashion' (got 'cifar')"
+
+
+def test_the_provenance_of_a_several_task_result_covers_every_task(tmp_path, monkeypatch):
+    """`cached` and `blas` were the first task's: a second task trained just now read as cached, and a kernel
+    its runs used was left out (so dse status could not warn of mixed kernels)."""
+    import models.surrogate.train as train
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate as evaluate_configuration
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+
+    def cfg(tasks):
+        return Configuration.from_dict({"workload": {"models": ["resnet18"]}, "seeds": 1,
+                                        "training": {"tasks": tasks, "epochs": 1, "gp_fraction": 0.5}})
+
+    monkeypatch.setattr(train, "blas_kernel", lambda: "kernel A")
+    evaluate_configuration(cfg(["digits"]), metrics=["accuracy_drop"])  # the first task's runs, cached
+    monkeypatch.setattr(train, "blas_kernel", lambda: "kernel B")
+    sur = evaluate_configuration(cfg(["digits", "mnist1d"]), metrics=["accuracy_drop_worst"])["surrogate"]
+    assert sur["cached"] is False and sur["blas"] == "kernel A, kernel B"
+    again = evaluate_configuration(cfg(["digits", "mnist1d"]), metrics=["accuracy_drop_worst"])["surrogate"]
+    assert again["cached"] is True and again["blas"] == "kernel A, kernel B"
