@@ -181,8 +181,8 @@ def compare(specs: list, *, objectives: list[str] | str | None = None) -> dict:
     """``dse compare``: the fronts of two or more studies (specs or study-file paths, each on its default
     storage) on ``objectives`` (default: those every study shares), each study's hypervolume at one common
     reference point and how many of its front points another's front dominates. Returns ``studies`` (one row
-    per study, what the command prints), ``reference``, ``objectives``, ``directions`` and ``fronts`` (name ->
-    :class:`dse.results.compare.StudyFront`)."""
+    per study, what the command prints), ``reference``, ``objectives``, ``directions``, ``fronts`` (name ->
+    :class:`dse.results.compare.StudyFront`) and ``notes`` (accuracy axes from different proxies or seeds)."""
     from dse.results.compare import compare_studies
 
     given = None if isinstance(specs, (str, Path, StudySpec)) or not hasattr(specs, "__iter__") else list(specs)

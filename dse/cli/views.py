@@ -272,6 +272,8 @@ def compare(
         typer.echo("common hypervolume reference: " + ", ".join(f"{m}={r:.4g}" for m, r in
                                                                zip(objs, res["reference"])))
     _emit_rows(res["studies"], fmt)
+    for note in res["notes"]:  # (json: in the object)
+        typer.echo(f"note: {note}", err=True)
 
 
 def _figure_path(path: Path, option: str) -> Path:

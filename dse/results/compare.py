@@ -153,4 +153,33 @@ def compare_studies(specs: list, objectives: list[str] | None = None, *, option:
             close_study(study)
         ref = _reference_for(spec, objs, dict(zip(spec.metrics, hv_reference(spec))))
         entries.append((spec.name, spec, points, ref))
-    return {**compare(entries, objs, directions), "objectives": objs, "directions": directions}
+    return {**compare(entries, objs, directions), "objectives": objs, "directions": directions,
+            "notes": accuracy_notes(specs, objs)}
+
+
+def _proxy(spec) -> str:
+    t = spec.base.training
+    return ", ".join(f"{c.task} / {c.network}, {c.epochs} epochs" for c in t.task_configs()) if t.tasks else \
+        f"{t.task} / {t.network}, {t.epochs} epochs"
+
+
+def accuracy_notes(specs: list, objectives: list[str]) -> list[str]:
+    """What makes the studies' accuracy axes less comparable than they look, when an objective is an accuracy
+    figure: different proxies (task, network, epochs: different accuracies altogether), or different
+    surrogate seeds (the differences include seed noise)."""
+    from dse.evaluation import metrics as registry
+
+    if not any(registry.REGISTRY[m].per_seed for m in objectives):
+        return []
+    notes = []
+    proxies = [(spec.name, _proxy(spec)) for spec in specs]
+    if len({p for _, p in proxies}) > 1:
+        notes.append("the studies' accuracy figures come from different proxies (" + "; ".join(
+            f"{n}: {p}" for n, p in proxies) + "): their accuracy axes measure different things")
+    seeds = [(spec.name, (spec.first_seed, spec.seeds, spec.seeds_max)) for spec in specs]
+    if len({v for _, v in seeds}) > 1:
+        def said(f, lo, hi):
+            return f"{lo}{'' if lo == hi else f'-{hi}'} seeds from {f}"
+        notes.append("the studies' surrogate seeds differ (" + "; ".join(
+            f"{n}: {said(*v)}" for n, v in seeds) + "): accuracy differences include seed noise (docs/noise.md)")
+    return notes

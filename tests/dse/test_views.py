@@ -195,8 +195,28 @@ def test_compare_counts_dominance_and_hypervolume_at_a_common_reference(run, sma
         pts = [Point(i, tuple(v), {}, {}, True, {}) for i, v in enumerate(f)]
         assert rows[name]["hypervolume"] == pytest.approx(hypervolume(pts, dirs, d["reference"]))
     assert (tmp_path / "cmp.png").stat().st_size > 10_000
+    assert d["notes"] == []  # one proxy, one set of seeds
     r = run("compare", small, small, "--format", "json")
     assert r.returncode == 2 and "share a name" in r.stderr
+
+
+def test_compare_says_when_accuracy_axes_come_from_different_proxies_or_seeds(tmp_path):
+    """digits drops were judged against mnist1d drops with no word."""
+    from dse.results.compare import accuracy_notes
+    from dse.search.studyfile import load_study
+    from studyfiles import edit, write_study
+
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    a = load_study(write_study(tmp_path / "a", name="a.toml"))
+    b = load_study(write_study(tmp_path / "b", edit('task = "digits"', 'task = "mnist1d"'), name="b.toml"))
+    c = load_study(write_study(tmp_path / "c", edit("seeds = 1", "seeds = 1\nfirst_seed = 5"), name="c.toml"))
+    objs = ["accuracy_drop", "speedup"]
+    assert accuracy_notes([a, a], objs) == [] and accuracy_notes([a, b], ["speedup", "energy_j"]) == []
+    (note,) = accuracy_notes([a, b], objs)
+    assert "different proxies" in note and "digits / mlp" in note and "mnist1d / mlp" in note
+    (note,) = accuracy_notes([a, c], objs)
+    assert "surrogate seeds differ" in note and "1 seeds from 0" in note and "1 seeds from 5" in note
 
 
 def test_compare_on_chosen_objectives_csv(run, small, second_study):
