@@ -40,6 +40,16 @@ def load_configs(path: Optional[Path], tasks: Optional[list[str]] = None):
         raise UsageError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
 
 
+def _file_int(doc: dict, key: str, path, low: int, default: int) -> int:
+    """The configuration file's top-level ``key`` (an integer >= ``low``), else ``default``."""
+    v = doc.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise UsageError(f"{path}: {key}: an integer >= {low}, got {v!r}")
+    return v
+
+
 def _fmt(x, spec=".1f"):
     return "-" if x is None else format(x, spec)
 
@@ -57,9 +67,12 @@ def surrogate(
         "file gives them; repeat it to run several tasks and compare their ranking of the scheme and its controls.",
         show_default=False,
     ),
-    seeds: int = typer.Option(3, "--seeds", help="Number of paired seeds (S..S+N-1) to train and average.", min=1),
-    first_seed: int = typer.Option(
-        0, "--first-seed", help="First seed S (seeds S..S+N-1), e.g. to check on seeds nobody tuned on.", min=0
+    seeds: Optional[int] = typer.Option(
+        None, "--seeds", help="Number of paired seeds (S..S+N-1) to train and average (default: the file's "
+        "`seeds`, as a configuration `dse export` wrote holds it, else 3).", min=1, show_default=False),
+    first_seed: Optional[int] = typer.Option(
+        None, "--first-seed", help="First seed S (seeds S..S+N-1), e.g. to check on seeds nobody tuned on "
+        "(default: the file's `first_seed`, else 0).", min=0, show_default=False,
     ),
     jobs: Optional[int] = typer.Option(
         None, "--jobs", help="Processes that train the runs not in the cache (default: the number of cores); "
@@ -79,15 +92,22 @@ def surrogate(
     Results are cached by their knobs under $DSE_CACHE_DIR (default ~/.cache/dse)."""
     from dse.config.values import check_number
 
-    check_number(seeds, "--seeds")
-    check_number(first_seed + seeds - 1, "--first-seed", "seed")  # the last seed is a NumPy seed too
     configs = load_configs(config, task)
+    doc = {}
     if config is not None:  # a study file: its [space] is searched by dse run, not here
         from dse.config.schema import load_toml
 
-        if isinstance(load_toml(config).get("space"), dict):
+        doc = load_toml(config)
+        if isinstance(doc.get("space"), dict):
             typer.echo(f"note: {config} is a study file: dse surrogate trains its base [training] setting, not the "
                        "settings its [space] searches (dse run does)", err=True)
+    # a configuration `dse export` wrote names the seeds its figures rest on: the same ones by default
+    if seeds is None:
+        seeds = _file_int(doc, "seeds", config, 1, 3)
+    if first_seed is None:
+        first_seed = _file_int(doc, "first_seed", config, 0, 0)
+    check_number(seeds, "--seeds")
+    check_number(first_seed + seeds - 1, "--first-seed", "seed")  # the last seed is a NumPy seed too
     if seeds < 1:
         raise UsageError(f"--seeds: an integer >= 1 (got {seeds})")
     if first_seed < 0:

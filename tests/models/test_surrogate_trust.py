@@ -296,3 +296,23 @@ def test_the_provenance_of_a_several_task_result_covers_every_task(tmp_path, mon
     assert sur["cached"] is False and sur["blas"] == "kernel A, kernel B"
     again = evaluate_configuration(cfg(["digits", "mnist1d"]), metrics=["accuracy_drop_worst"])["surrogate"]
     assert again["cached"] is True and again["blas"] == "kernel A, kernel B"
+
+
+def test_dse_surrogate_on_an_exported_configuration_trains_its_seeds(tmp_path, monkeypatch):
+    """An exported configuration names the seeds its figures rest on; dse surrogate trained seeds 0..2 instead
+    and printed other figures than the study's, with no note."""
+    from typer.testing import CliRunner
+
+    from dse.cli.app import app
+
+    monkeypatch.setenv("DSE_CACHE_DIR", str(tmp_path))
+    toml = tmp_path / "knee.toml"
+    toml.write_text('seeds = 2\nfirst_seed = 5\n[training]\ntask = "digits"\nepochs = 1\n')
+    out = CliRunner().invoke(app, ["surrogate", str(toml), "--json", "--jobs", "1"])
+    assert out.exit_code == 0, out.output
+    assert [r["seed"] for r in json.loads(out.output)["per_seed"]] == [5, 6]
+    out = CliRunner().invoke(app, ["surrogate", str(toml), "--json", "--jobs", "1", "--seeds", "1"])
+    assert [r["seed"] for r in json.loads(out.output)["per_seed"]] == [5]  # an option still wins
+    toml.write_text('seeds = "2"\n[training]\ntask = "digits"\n')
+    bad = CliRunner().invoke(app, ["surrogate", str(toml), "--json"])
+    assert "seeds: an integer >= 1" in str(bad.exception)
