@@ -102,8 +102,8 @@ def show(
             row["±"] = se / div if isinstance(se, (int, float)) else None
         rows.append({**row, "unit": unit, "role": role})
     sur = d.get("surrogate", {})
-    seeds = (f"; mean of {metrics['seeds']} surrogate seeds, ± the standard error of the mean"
-             if "seeds" in metrics else "")
+    seeds = ("" if "seeds" not in metrics else "; one surrogate seed, no spread" if metrics["seeds"] == 1 else
+             f"; mean of {metrics['seeds']} surrogate seeds, ± the standard error of the mean")
     tasks = sur.get("tasks") or d["config"]["training"].get("tasks")
     who = (f"tasks {tasks if isinstance(tasks, str) else ','.join(tasks)} (accuracy, accuracy_drop: the first's; "
            "accuracy_drop_worst: the worst task's)" if tasks else

@@ -107,6 +107,7 @@ def render(points: list[Point], fmt: str, spec: StudySpec) -> str:
     for p in points:
         r = {"trial": p.number}
         r.update(p.metrics)
+        r["first_seed"] = p.config.get("first_seed", 0)  # with seeds: the surrogate seeds its figures rest on
         for section in ("training", "hardware"):
             r.update({f"{section}.{k}": v for k, v in p.config.get(section, {}).items()})
         rows.append(r)

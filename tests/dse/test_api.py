@@ -27,6 +27,11 @@ def test_a_notebook_runs_a_study_reads_its_front_and_exports_its_knee(study_file
     assert df["accuracy_drop"].is_monotonic_increasing  # best first in the first objective
     knee = study.select(knee=True)[0]
     assert knee.number in set(df["trial"])
+    import csv
+    import io
+
+    (row,) = csv.DictReader(io.StringIO(study.export(knee=True, format="csv")))
+    assert row["first_seed"] == "0"  # the seeds the figures rest on (TOML and JSON had it, CSV did not)
     out = tmp_path / "knee.toml"
     out.write_text(study.export(knee=True))
     cfg = dse.load_configuration(out)
