@@ -105,8 +105,8 @@ def show(
     seeds = ("" if "seeds" not in metrics else "; one surrogate seed, no spread" if metrics["seeds"] == 1 else
              f"; mean of {metrics['seeds']} surrogate seeds, ± the standard error of the mean")
     tasks = sur.get("tasks") or d["config"]["training"].get("tasks")
-    who = (f"tasks {tasks if isinstance(tasks, str) else ','.join(tasks)} (accuracy, accuracy_drop: the first's; "
-           "accuracy_drop_worst: the worst task's)" if tasks else
+    who = (f"tasks {tasks if isinstance(tasks, str) else ','.join(tasks)} (accuracy, accuracy_drop, "
+           "predictor_gain: the first's; accuracy_drop_worst: the worst task's)" if tasks else
            f"task {sur.get('task', d['config']['training'].get('task', '?'))}")
     typer.echo(f"metrics (accuracy figures: the training surrogate on its proxy {who}, not the zoo model{seeds})")
     echo_table(rows, floatfmt="{:.5g}")

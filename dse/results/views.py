@@ -615,7 +615,7 @@ def proxy_note(spec, rows: list[dict] = ()) -> str:
     if t.tasks:
         cfgs = t.task_configs()
         who = ("tasks " + ", ".join(f"{c.task} ({c.network})" for c in cfgs)
-               + f" (accuracy, accuracy_drop: {cfgs[0].task}'s; accuracy_drop_worst: the worst task's)")
+               + f" (accuracy, accuracy_drop, predictor_gain: {cfgs[0].task}'s; accuracy_drop_worst: the worst task's)")
     else:
         who = f"task {t.task} ({t.network})"
     return (f"accuracy figures: the training surrogate's on its proxy {who}, not the "

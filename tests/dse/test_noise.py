@@ -506,6 +506,7 @@ def test_a_worst_task_objective_is_raced_and_shows_its_noise(tmp_path, cli):
     r = cli("pareto", path)
     note = (r.stdout + r.stderr).replace("\n", " ")
     assert "proxy tasks digits (mlp), mnist1d" in note and "accuracy_drop_worst: the worst task's" in note
+    assert "(accuracy, accuracy_drop, predictor_gain: digits's" in note  # the null control's gain is the first task's
     shown = cli("show", path, rows[0]["trial"]).stdout
     assert "proxy tasks digits,mnist1d" in shown
     # each task's own figures are columns of the front (they were recorded, but no table, filter or CSV had them)
