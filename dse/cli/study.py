@@ -486,4 +486,6 @@ def worker(
 
         typer.echo(f"worker {index}: {res.get('stop_reason') or strategy_class(spec.strategy).stop_reason}", err=True)
     if res["interrupted"]:
+        typer.echo(f"worker {index}: interrupted: completed trials are kept; the running one does not count",
+                   err=True)
         raise typer.Exit(130)

@@ -67,11 +67,13 @@ def _spawn(spec: StudySpec, url: str, index: int, budget: int, logdir: str) -> s
     """A `dse worker` process with the run's effective settings (command-line overrides included). Its own
     session: Ctrl-C reaches the parent, which stops every worker once; stderr goes to a file (a pipe read
     only at exit could fill up and block the worker)."""
-    cmd = [sys.executable, "-m", "dse.cli", "worker", str(spec.path), "--storage", url, "--index", str(index),
+    cmd = [sys.executable, "-m", "dse.cli", "worker", str(spec.path), "--index", str(index),
            "--trials", str(budget), "--sampler", spec.sampler, "--seed", str(spec.seed), "--strategy",
            spec.strategy, "--quiet"] + (["--runs", str(spec.runs)] if spec.runs is not None else [])
     env = dict(os.environ)
-    env.pop("DSE_STORAGE", None)
+    # the storage through the environment, not the command line: a process list shows every argument (a
+    # PostgreSQL URL's password) to any user of the machine
+    env["DSE_STORAGE"] = url
     env["DSE_PARENT_PID"] = str(os.getpid())  # the worker stops when this process is gone
     err = open(os.path.join(logdir, f"worker-{index}.log"), "w+")
     try:

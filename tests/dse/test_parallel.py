@@ -375,3 +375,20 @@ def test_three_postgres_workers_on_a_hybrid_study_one_killed_mid_training(tmp_pa
     spec = load_study(f)
     victim = _three_workers_one_killed(f, spec, _wait_training, outer=True)
     _check_hybrid(spec, PG, 12, killed=victim)
+
+
+def test_worker_processes_get_the_storage_through_the_environment_not_the_command_line(tmp_path, monkeypatch):
+    """A process list shows every argument to any user of the machine: a PostgreSQL URL's password was there."""
+    import dse.search.workers as workers
+
+    seen = {}
+
+    class Popen:
+        def __init__(self, cmd, env, **kw):
+            seen.update(cmd=cmd, env=env)
+
+    monkeypatch.setattr(workers.subprocess, "Popen", Popen)
+    url = "postgresql://dse:s3cret@127.0.0.1:5432/dse"
+    workers._spawn(load_study(_study(tmp_path, trials=2)), url, 0, 2, str(tmp_path)).errlog.close()
+    assert not [a for a in seen["cmd"] if "s3cret" in a] and "--storage" not in seen["cmd"]
+    assert seen["env"]["DSE_STORAGE"] == url
