@@ -32,6 +32,7 @@ from dse.search.study import (
     load_points,
     mask_url,
     open_study,
+    optimize_one,
     optuna_quiet,
     point_of,
     record_budget,
@@ -293,7 +294,7 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
                 if b["done"] >= budget or (stop is not None and stop(study)):
                     break
                 if b["waiting"]:  # a dead worker's trial, queued again: evaluate it (any strategy)
-                    study.optimize(runner.objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+                    optimize_one(study, runner.objective)
                     guard.check()
                     continue
                 if b["done"] + b["active"] >= budget:

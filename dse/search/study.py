@@ -659,6 +659,17 @@ class RunResult(dict):
     """Figures of a run: finished and complete trial counts, front size, hypervolume, interrupted."""
 
 
+def optimize_one(study: optuna.Study, objective) -> None:
+    """One trial of ``objective`` on ``study`` (its exceptions recorded as the trial's failure). A trial that
+    another worker failed meanwhile -- its heartbeat went stale while this worker was paused or cut off, and it
+    was retried elsewhere -- cannot be told its result: Optuna raises, and the run goes on (the retry counts)."""
+    try:
+        study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+    except ValueError as e:
+        if not str(e).startswith("Cannot tell a "):  # Optuna's refusal to tell a finished trial
+            raise
+
+
 def recover_dead_workers(study: optuna.Study) -> list[int]:
     """Fail and retry RUNNING trials that no live worker owns: their worker process on this machine died
     (SIGKILL, OOM, crash), or they have no owner record and are older than

@@ -392,3 +392,20 @@ def test_worker_processes_get_the_storage_through_the_environment_not_the_comman
     workers._spawn(load_study(_study(tmp_path, trials=2)), url, 0, 2, str(tmp_path)).errlog.close()
     assert not [a for a in seen["cmd"] if "s3cret" in a] and "--storage" not in seen["cmd"]
     assert seen["env"]["DSE_STORAGE"] == url
+
+
+def test_a_trial_another_worker_failed_meanwhile_does_not_stop_this_worker():
+    """A worker paused past its heartbeat (or cut off from the server) finds its trial failed and retried by
+    another: Optuna refused to tell it ('Cannot tell a FAIL trial') and the worker died with an internal error."""
+    from dse.search.study import optimize_one
+
+    study = optuna.create_study()
+
+    def objective(trial):
+        study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # what fail_stale_trials does
+        return 1.0
+
+    optimize_one(study, objective)
+    assert [t.state for t in study.get_trials()] == [TrialState.FAIL]
+    with pytest.raises(ValueError, match="Cannot tell a FAIL trial"):  # what the worker met
+        study.optimize(objective, n_trials=1)

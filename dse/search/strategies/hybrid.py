@@ -54,6 +54,7 @@ from dse.search.replication import race, start_seeds
 from dse.search.runguard import INTERRUPTED, derive_seed, owner, queue
 from dse.search.samplers import make_sampler
 from dse.search.strategies.base import Option, Strategy
+from dse.search.study import optimize_one
 from models.surrogate import SurrogateConfig
 
 if TYPE_CHECKING:
@@ -452,7 +453,7 @@ class Hybrid(Strategy):
             # dead; Optuna's heartbeat retry keeps the queued_by of the trial it retries): this trial takes one
         self.entered = 0
         self.waited = self.lost = False
-        self.outer.optimize(self._setting, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        optimize_one(self.outer, self._setting)
         if self.lost:  # another worker took the queued setting first: nothing trained; choose again
             return True
         if self.waited:  # turned away by the run budget: not a fruitless setting; look again shortly

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dse.search.strategies.base import Strategy
+from dse.search.study import optimize_one
 
 __all__ = ["Joint"]
 
@@ -16,5 +17,5 @@ class Joint(Strategy):
 
     def step(self) -> bool:
         r = self.runner
-        r.study.optimize(r.objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
+        optimize_one(r.study, r.objective)
         return True
