@@ -665,8 +665,10 @@ def optimize_one(study: optuna.Study, objective) -> None:
     was retried elsewhere -- cannot be told its result: Optuna raises, and the run goes on (the retry counts)."""
     try:
         study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
-    except ValueError as e:
-        if not str(e).startswith("Cannot tell a "):  # Optuna's refusal to tell a finished trial
+    except (ValueError, AssertionError) as e:
+        # Optuna's refusal to tell a finished trial, as raised or as the AssertionError ("Should not reach.")
+        # its own bookkeeping then raises over it
+        if not any(isinstance(x, ValueError) and str(x).startswith("Cannot tell a ") for x in (e, e.__context__)):
             raise
 
 
