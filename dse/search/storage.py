@@ -182,6 +182,21 @@ _ADVICE = {
 }
 
 
+#: a database server's connection lost while a run used it (stopped, restarted, the network gone)
+CONNECTION_LOST = "the database server stopped answering"
+_ADVICE[CONNECTION_LOST] = ("start it (or wait for it to come back) and run the same command again: completed "
+                            "trials are kept")
+#: drivers of server databases (a SQLite OperationalError, "database is locked", is not a lost server)
+_SERVER_DRIVERS = ("psycopg", "psycopg2", "pg8000", "asyncpg", "pymysql", "MySQLdb", "mysql")
+
+
+def _connection_lost(e: BaseException) -> bool:
+    """A server database driver's connection error (psycopg's OperationalError and its AdminShutdown, ...)."""
+    root = type(e).__module__.split(".")[0]
+    return root in _SERVER_DRIVERS and any(c.__name__ in ("OperationalError", "InterfaceError")
+                                           for c in type(e).__mro__)
+
+
 def _chain(exc: BaseException):
     seen = set()
     todo = [exc]
@@ -225,7 +240,7 @@ def _probe(path: Path | None) -> str | None:
     return None
 
 
-def fault_of(exc: BaseException, path: Path | None = None) -> str | None:
+def fault_of(exc: BaseException, path: Path | None = None, *, connection: bool = True) -> str | None:
     """The storage fault behind ``exc`` ("the disk is full", "the file system is read-only", ...), or None.
 
     Looks through the whole exception chain (Optuna may raise an AssertionError or a StorageInternalError
@@ -234,6 +249,8 @@ def fault_of(exc: BaseException, path: Path | None = None) -> str | None:
     """
     generic = False
     for e in _chain(exc):
+        if connection and _connection_lost(e):
+            return CONNECTION_LOST
         if isinstance(e, OSError) and e.errno in ERRNO_FAULTS:
             return ERRNO_FAULTS[e.errno]
         msg = str(e).lower()
@@ -251,10 +268,12 @@ class StorageFault(UsageError):
     """A storage that cannot be written: disk full, quota, file-size limit, read-only, permission."""
 
 
-def storage_fault(exc: BaseException, url: str) -> StorageFault | None:
-    """A :class:`StorageFault` naming the storage and what to do, if ``exc`` is one (else None)."""
+def storage_fault(exc: BaseException, url: str, *, connection: bool = True) -> StorageFault | None:
+    """A :class:`StorageFault` naming the storage and what to do, if ``exc`` is one (else None); ``connection``:
+    a lost server connection counts (False where the storage is being opened: a server that cannot be reached
+    at all is said as such)."""
     path = url_path(url)
-    what = fault_of(exc, path)
+    what = fault_of(exc, path, connection=connection)
     if what is None:
         return None
     where = str(path) if path is not None else mask_url(url)

@@ -116,7 +116,9 @@ def open_storage(url: str, *, heartbeat: int | None = None):
             kwargs = dict(heartbeat_interval=heartbeat, grace_period=3 * heartbeat,
                           heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
                               max_retry=3))
-        engine_kwargs = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else None
+        # a pooled connection is checked before use: one a server restart closed is replaced, not failed on
+        engine_kwargs = {"connect_args": {"connect_timeout": 10}, "pool_pre_ping": True} \
+            if url.startswith("postgresql") else None
         if url.startswith("sqlite"):
             engine_kwargs = {"connect_args": {"timeout": 60}}  # wait for a concurrent writer's lock
         st = _rdb_storage(normalize_url(url), engine_kwargs, kwargs)
@@ -129,7 +131,7 @@ def open_storage(url: str, *, heartbeat: int | None = None):
     except UsageError:
         raise
     except Exception as e:  # sqlalchemy / driver errors: unreachable server, corrupt file, missing driver
-        fault = storage_fault(e, url)
+        fault = storage_fault(e, url, connection=False)
         if fault is not None:  # disk full, read-only, permission
             raise fault from None
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -271,7 +273,7 @@ def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_cha
     except ValueError as e:
         raise UsageError(f"study {spec.name!r} in {mask_url(url)}: {e}") from None
     except Exception as e:  # storage errors surface on first use
-        fault = storage_fault(e, url)
+        fault = storage_fault(e, url, connection=False)
         if fault is not None:
             raise fault from None
         reason = mask_url(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, url)

@@ -713,3 +713,32 @@ def test_sigterm_outside_a_run_is_an_interruption_that_leaves_no_temporary_file(
     assert p.returncode == 130, err
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lost_database_server_is_a_storage_fault_not_an_internal_error():
+    """A PostgreSQL server stopped mid-run: workers died with 'internal error: UnboundLocalError' or
+    'StorageInternalError', and a good trial was recorded as a counted failure."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    from dse.search import storage
+    from dse.search.study import is_fault
+
+    OperationalError = type("OperationalError", (Exception,), {"__module__": "psycopg"})
+    AdminShutdown = type("AdminShutdown", (OperationalError,), {"__module__": "psycopg.errors"})
+    driver = AdminShutdown("terminating connection due to administrator command")
+    wrapped = sqlalchemy.exc.OperationalError("SELECT 1", {}, driver)  # as SQLAlchemy raises it
+    try:
+        try:
+            raise wrapped
+        except Exception as e:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+    except Exception as e:
+        lost = e
+    assert storage.fault_of(lost) == storage.CONNECTION_LOST and is_fault(lost)
+    fault = storage.storage_fault(lost, "postgresql://dse:s3cret@db/dse")
+    assert "s3cret" not in str(fault) and "run the same command again" in str(fault)
+    assert storage.fault_of(lost, connection=False) is None  # opening: said as "cannot be used"
+    locked = sqlalchemy.exc.OperationalError("x", {}, sqlite3.OperationalError("database is locked"))
+    assert storage.fault_of(locked) is None  # SQLite's own errors are not a lost server
