@@ -575,6 +575,8 @@ def test_a_study_whose_trials_all_fail_exits_2_and_says_why(tmp_path):
     (("seed = 3", "seed = 4294967296"), ("study.seed", "at most")),
     (('name = "tiny"', 'name = "../elsewhere"'), ("study.name", "not a name")),
     (('name = "tiny"', 'name = "a/b"'), ("study.name", "not a name")),
+    # the hybrid's own study beside study 'hk': a joint study of that name ran the hybrid's queued retry
+    (('name = "tiny"', 'name = "hk.training"'), ("study.name", "ends with '.training'", "belongs to study X")),
 ])
 def test_bad_values_are_named(tmp_path, edit, needles):
     assert edit[0] in FAST_STUDY
