@@ -330,6 +330,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     from optuna.trial import TrialState
 
     from dse.search.pareto import front, recent_gain
+    from dse.search.runguard import INTERRUPTED
     from dse.search.strategies import strategy_class
     from dse.search.study import ended_early, hv_reference, load_points, mask_url, open_study, run_budget, storage_url
 
@@ -346,8 +347,16 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     ended = ended_early(study)  # why its last run ended before its budget, or None
     kernels = blas_kernels(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     reasons: dict[str, int] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL, TrialState.PRUNED)):
-        r = t.user_attrs.get("fail_reason", "no reason recorded")
+    every = study.get_trials(deepcopy=False)
+    # a trial Optuna's heartbeat failed (its worker on another machine died, or was paused or cut off) has no
+    # reason of its own; its retry names it (system attribute failed_trial)
+    stale = {int(t.system_attrs["failed_trial"]) for t in every if t.system_attrs.get("failed_trial") is not None}
+    for t in every:
+        if t.state not in (TrialState.FAIL, TrialState.PRUNED):
+            continue
+        r = t.user_attrs.get("fail_reason") or (
+            f"{INTERRUPTED}: its worker's heartbeat went stale (it died, was paused or lost the server); retried"
+            if t.number in stale else "no reason recorded")
         reasons[r] = reasons.get(r, 0) + 1
     return {
         "study": spec.name,

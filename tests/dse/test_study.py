@@ -166,6 +166,25 @@ def test_status_says_when_trials_were_trained_on_different_blas_kernels(study_fi
     assert "blas" in cli("status", study_file).stdout
 
 
+def test_status_names_why_a_trial_optunas_heartbeat_failed(study_file, cli):
+    """Optuna fails the trial of a worker whose heartbeat went stale (another machine) and retries it, with no
+    reason of its own: status, report said 'no reason recorded'."""
+    from optuna.trial import TrialState, create_trial
+
+    from dse.search.study import open_study
+
+    assert cli("run", study_file, "--trials", "2", "--quiet").returncode == 0
+    study = open_study(load_study(study_file), create=False)
+    t = study.get_trials(states=(TrialState.COMPLETE,))[0]
+    study.add_trial(create_trial(state=TrialState.FAIL, params=t.params, distributions=t.distributions))
+    number = len(study.get_trials()) - 1
+    study.add_trial(create_trial(params=t.params, distributions=t.distributions, values=t.values,
+                                 system_attrs={"failed_trial": number}))
+    failures = json.loads(cli("status", study_file, "--json").stdout)["failures"]
+    assert list(failures) == ["interrupted: its worker's heartbeat went stale (it died, was paused or lost the "
+                              "server); retried"]
+
+
 def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(study_file, capsys):
     # every value is possible alone; 512 rows need more than a 0.5 KiB ifmap buffer holds
     text = study_file.read_text().replace("rows = [8, 16, 32]", "rows = [8, 512]\nifmap_kb = [0.5, 4.0]")
