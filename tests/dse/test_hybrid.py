@@ -325,3 +325,22 @@ def test_a_signal_while_points_are_entered_stops_the_run_after_the_batch(study_f
     assert res["interrupted"] and len(calls) >= 2
     assert not main.get_trials(states=(TrialState.RUNNING,))
     assert [t.state for t in outer.get_trials()] == [TrialState.COMPLETE]
+
+
+def test_a_setting_cut_short_at_the_end_of_the_run_budget_is_still_finished_on_resume(study_file):
+    """Its runs count toward the budget: with no room left for a new setting, the resumed run queued its retry
+    and failed it at once ('queued by a run that stopped'), so the runs stayed held with no point entered."""
+    spec = replace(_hybrid(study_file), trials=12).with_overrides(runs=2)  # one seed per setting: two settings
+    run(replace(spec, trials=3))  # one setting trained: 1 of the 2 runs held
+    outer, main = _outer_and_main(spec, study_file)
+    done = outer.get_trials(states=(TrialState.COMPLETE,))
+    assert len(done) == 1
+    left = [w for w in (4, 8, 16, 32, 64, 128) if w != done[0].params["training.pred_width"]][-1]
+    outer.add_trial(optuna.trial.create_trial(  # a second setting cut short after its one run: 2 of 2 held
+        state=TrialState.FAIL, params={"training.pred_width": left}, distributions=done[0].distributions,
+        user_attrs={"trained": True, "seeds": 1, "cut_short": True}))
+    res = run(spec)
+    retry = [t for t in outer.get_trials() if t.user_attrs.get("retry_of") == done[0].number + 1]
+    assert [t.state for t in retry] == [TrialState.COMPLETE], [t.user_attrs for t in retry]
+    assert any(t.params.get("training.pred_width") == left for t in main.get_trials(states=(TrialState.COMPLETE,)))
+    assert res["training_runs"] == 2  # the budget is not exceeded

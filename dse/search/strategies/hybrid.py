@@ -433,11 +433,17 @@ class Hybrid(Strategy):
         if self.spec.runs is not None:
             if self.runner.heartbeat:  # a setting another machine's dead worker held: failed (and retried) now,
                 optuna.storages.fail_stale_trials(self.outer)  # not only when this worker trains next
-            used, busy = training_runs(self.spec, self.outer.get_trials(deepcopy=False))
-            if not fits(self.spec, used):
+            trials = self.outer.get_trials(deepcopy=False)
+            used, busy = training_runs(self.spec, trials)
+            # a setting queued for this worker that holds runs already (a retry of one cut short) needs only the
+            # rest of its seeds: it may fit where a new setting does not
+            held = max((held_runs(trials, t.system_attrs.get("fixed_params", t.params)) for t in trials
+                        if t.state == TrialState.WAITING and t.user_attrs.get("queued_by") in (None, self.me)),
+                       default=0)  # (a queued trial's parameters wait in its fixed_params)
+            if not fits(self.spec, used, held=held):
                 self.spent = True
                 return False  # no further setting fits the run budget
-            if not fits(self.spec, used, busy):
+            if not fits(self.spec, used, busy, held=held):
                 time.sleep(WAIT_S)  # settings being trained elsewhere may leave room: wait for them
                 return True
         if self.chooses and not self._queued_for_this_worker():
@@ -584,9 +590,9 @@ class Hybrid(Strategy):
             ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
             raise optuna.TrialPruned("claimed by another worker")
         if spec.runs is not None:  # another worker may have claimed the room step() saw: earlier claims first
-            used, earlier = training_runs(spec, self.outer.get_trials(deepcopy=False),
-                                          before=(ot.datetime_start, ot.number))
-            if not fits(spec, used, earlier):
+            trials = self.outer.get_trials(deepcopy=False)
+            used, earlier = training_runs(spec, trials, before=(ot.datetime_start, ot.number))
+            if not fits(spec, used, earlier, held=held_runs(trials, tparams)):
                 self.waited = True
                 ot.set_user_attr("budget_wait", True)
                 ot.set_user_attr("fail_reason", f"the run budget ({spec.runs} surrogate runs) was held by settings "
@@ -809,10 +815,18 @@ def budget_spent(spec, used: int) -> str:
             f"held by its settings, and a further setting may need {spec.seeds_max}")
 
 
-def fits(spec, used: int, busy: int = 0) -> bool:
+def fits(spec, used: int, busy: int = 0, held: int = 0) -> bool:
     """Whether one more setting fits the run budget beside ``used`` runs held and ``busy`` settings being
-    trained, each of which (and the new one) may take ``seeds_max``."""
-    return used + (busy + 1) * spec.seeds_max <= spec.runs
+    trained, each of which (and the new one) may take ``seeds_max``; ``held``: the runs the setting holds
+    already (a retry of one cut short: counted in ``used``, found in the cache), which it does not need again."""
+    return used + busy * spec.seeds_max + max(spec.seeds_max - held, 0) <= spec.runs
+
+
+def held_runs(outer_trials, params: dict) -> int:
+    """The surrogate runs the training setting ``params`` holds already (as :func:`training_runs` counts)."""
+    k = _key(params)
+    return max((int(t.user_attrs["seeds"]) for t in outer_trials if t.user_attrs.get("trained")
+                and "seeds" in t.user_attrs and t.state.is_finished() and _key(t.params) == k), default=0)
 
 
 def training_runs(spec, outer_trials, before: tuple | None = None) -> tuple[int, int]:
