@@ -350,7 +350,8 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     every = study.get_trials(deepcopy=False)
     # a trial Optuna's heartbeat failed (its worker on another machine died, or was paused or cut off) has no
     # reason of its own; its retry names it (system attribute failed_trial)
-    stale = {int(t.system_attrs["failed_trial"]) for t in every if t.system_attrs.get("failed_trial") is not None}
+    stale = {int(n) for t in every for n in [t.system_attrs.get("failed_trial"),  # (and every retry of it
+                                                  *t.system_attrs.get("retry_history", [])] if n is not None}
     for t in every:
         if t.state not in (TrialState.FAIL, TrialState.PRUNED):
             continue

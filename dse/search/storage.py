@@ -182,6 +182,10 @@ _ADVICE = {
 }
 
 
+#: the user attribute marking a strategy's own study beside a study (the hybrid's X.training): its value is
+#: the study's name; a study file naming that study is refused (dse.search.study.check_identity)
+HELPER_ATTR = "dse_helper_of"
+
 #: a database server's connection lost while a run used it (stopped, restarted, the network gone)
 CONNECTION_LOST = "the database server stopped answering"
 _ADVICE[CONNECTION_LOST] = ("start it (or wait for it to come back) and run the same command again: completed "
@@ -190,11 +194,28 @@ _ADVICE[CONNECTION_LOST] = ("start it (or wait for it to come back) and run the 
 _SERVER_DRIVERS = ("psycopg", "psycopg2", "pg8000", "asyncpg", "pymysql", "MySQLdb", "mysql")
 
 
+#: MySQL client errors of a lost connection: can't connect, server gone away, lost during a query, lost reading
+_MYSQL_LOST = (2003, 2006, 2013, 2055)
+
+
 def _connection_lost(e: BaseException) -> bool:
-    """A server database driver's connection error (psycopg's OperationalError and its AdminShutdown, ...)."""
+    """A lost connection to a database server: SQLAlchemy's wrapper says the connection was invalidated, or a
+    server driver's error is a shutdown, or an operational/interface error with no SQL state of a statement
+    (psycopg's 'server closed the connection', 'connection refused'). Not a deadlock, a serialization failure,
+    a timeout or a lock: those carry the server's SQL state (MySQL: not one of the client's connection codes)."""
+    if getattr(e, "connection_invalidated", False) is True:
+        return True
     root = type(e).__module__.split(".")[0]
-    return root in _SERVER_DRIVERS and any(c.__name__ in ("OperationalError", "InterfaceError")
-                                           for c in type(e).__mro__)
+    if root not in _SERVER_DRIVERS:
+        return False
+    names = {c.__name__ for c in type(e).__mro__}
+    if names & {"AdminShutdown", "CrashShutdown", "CannotConnectNow"}:
+        return True
+    if not names & {"OperationalError", "InterfaceError"}:
+        return False
+    if root in ("pymysql", "MySQLdb", "mysql"):
+        return bool(e.args) and e.args[0] in _MYSQL_LOST
+    return getattr(e, "sqlstate", None) is None and getattr(e, "pgcode", None) is None
 
 
 def _chain(exc: BaseException):

@@ -48,6 +48,7 @@ from dse.search.pareto import Point
 from dse.search.replication import race, start_seeds
 from dse.search.samplers import make_sampler
 from dse.search.storage import (
+    HELPER_ATTR,
     SafeJournalFileBackend,
     mask_url,
     normalize_url,
@@ -290,6 +291,11 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                    ) -> None:
     """Refuse (or, with ``accept_changes``, record) a spec whose identity differs from the stored one."""
     attrs = study.user_attrs
+    owner = attrs.get(HELPER_ATTR) or (
+        "another study" if str(attrs.get("description", "")).startswith("internal to the dse study") else None)
+    if owner:  # a strategy's own study (the hybrid's X.training): a study file of that name would run trials in it
+        raise UsageError(f"study {spec.name!r} in {mask_url(url)} is the hybrid strategy's own study of "
+                         f"{owner if owner == 'another study' else repr(owner)}; give [study] name another value")
     now = spec.identity()
     old = attrs.get(IDENTITY_ATTR)
     legacy = False

@@ -361,10 +361,6 @@ def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:
                     "population", "startup_trials", "strategy", "workers", *(o.name for o in declared)}, "study")
     default_name = path.stem if path is not None else "study"
     name = check_name(take(st, "name", str, "study", default=default_name), "study.name")
-    for helper in {h for cls in STRATEGIES.values() for h in cls.helper_studies("")}:
-        if name.endswith(helper):  # it would open (and run trials in) study X's own helper study
-            raise UsageError(f"study.name: {name!r} ends with {helper!r}, the name a strategy gives its own "
-                             f"study beside a study (X{helper} belongs to study X); choose another [study] name")
     base = Configuration.from_dict({k: doc[k] for k in ("workload", "training", "hardware", "reference",
                                                          "technology", "parallel") if k in doc},
                                    base=path.parent if path else None)

@@ -575,8 +575,6 @@ def test_a_study_whose_trials_all_fail_exits_2_and_says_why(tmp_path):
     (("seed = 3", "seed = 4294967296"), ("study.seed", "at most")),
     (('name = "tiny"', 'name = "../elsewhere"'), ("study.name", "not a name")),
     (('name = "tiny"', 'name = "a/b"'), ("study.name", "not a name")),
-    # the hybrid's own study beside study 'hk': a joint study of that name ran the hybrid's queued retry
-    (('name = "tiny"', 'name = "hk.training"'), ("study.name", "ends with '.training'", "belongs to study X")),
 ])
 def test_bad_values_are_named(tmp_path, edit, needles):
     assert edit[0] in FAST_STUDY
@@ -744,3 +742,8 @@ def test_a_lost_database_server_is_a_storage_fault_not_an_internal_error():
     assert storage.fault_of(lost, connection=False) is None  # opening: said as "cannot be used"
     locked = sqlalchemy.exc.OperationalError("x", {}, sqlite3.OperationalError("database is locked"))
     assert storage.fault_of(locked) is None  # SQLite's own errors are not a lost server
+    # a deadlock (a server's SQL state) is an error of one trial, not a server gone: the search goes on
+    Deadlock = type("DeadlockDetected", (OperationalError,), {"__module__": "psycopg.errors", "sqlstate": "40P01"})
+    assert storage.fault_of(sqlalchemy.exc.OperationalError("x", {}, Deadlock("deadlock detected"))) is None
+    refused = OperationalError("connection failed: Connection refused")  # no SQL state: the server is gone
+    assert storage.fault_of(sqlalchemy.exc.OperationalError("x", {}, refused)) == storage.CONNECTION_LOST

@@ -344,3 +344,20 @@ def test_a_setting_cut_short_at_the_end_of_the_run_budget_is_still_finished_on_r
     assert [t.state for t in retry] == [TrialState.COMPLETE], [t.user_attrs for t in retry]
     assert any(t.params.get("training.pred_width") == left for t in main.get_trials(states=(TrialState.COMPLETE,)))
     assert res["training_runs"] == 2  # the budget is not exceeded
+
+
+def test_a_study_file_cannot_open_a_hybrid_studys_own_outer_study(study_file, cli):
+    """A joint study named 'tiny.training' on the hybrid study tiny's storage ran the hybrid's queued retry as a
+    joint trial. Refused by the outer study's mark, not by the name: on its own storage that name is free."""
+    spec = replace(_hybrid(study_file), trials=3)
+    run(spec)
+    outer, _ = _outer_and_main(spec, study_file)
+    before = len(outer.get_trials())
+    other = study_file.with_name("other.toml")
+    other.write_text(study_file.read_text().replace('name = "tiny"', 'name = "tiny.training"')
+                     .replace('strategy = "hybrid"', 'strategy = "joint"'))
+    url = f"sqlite:///{study_file.parent / 'tiny.db'}"
+    r = cli("run", other, "--storage", url, "--trials", "2", "--quiet")
+    assert r.returncode == 2 and "is the hybrid strategy's own study of 'tiny'" in r.stderr, r.stderr
+    assert len(outer.get_trials()) == before
+    assert cli("run", other, "--trials", "1", "--quiet").returncode == 0  # its own storage: no clash

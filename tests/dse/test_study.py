@@ -178,11 +178,14 @@ def test_status_names_why_a_trial_optunas_heartbeat_failed(study_file, cli):
     t = study.get_trials(states=(TrialState.COMPLETE,))[0]
     study.add_trial(create_trial(state=TrialState.FAIL, params=t.params, distributions=t.distributions))
     number = len(study.get_trials()) - 1
+    # its retry went stale too: Optuna keeps failed_trial at the first and lists the chain in retry_history
+    study.add_trial(create_trial(state=TrialState.FAIL, params=t.params, distributions=t.distributions,
+                                 system_attrs={"failed_trial": number, "retry_history": [number]}))
     study.add_trial(create_trial(params=t.params, distributions=t.distributions, values=t.values,
-                                 system_attrs={"failed_trial": number}))
+                                 system_attrs={"failed_trial": number, "retry_history": [number, number + 1]}))
     failures = json.loads(cli("status", study_file, "--json").stdout)["failures"]
-    assert list(failures) == ["interrupted: its worker's heartbeat went stale (it died, was paused or lost the "
-                              "server); retried"]
+    assert failures == {"interrupted: its worker's heartbeat went stale (it died, was paused or lost the "
+                        "server); retried": 2}
 
 
 def test_an_impossible_combination_fails_with_its_reason_and_the_study_goes_on(study_file, capsys):

@@ -53,8 +53,8 @@ from dse.search.hvi import HVI_MAX_SETTINGS, HVI_STARTUP, HviSelector
 from dse.search.replication import race, start_seeds
 from dse.search.runguard import INTERRUPTED, derive_seed, owner, queue
 from dse.search.samplers import make_sampler
+from dse.search.storage import HELPER_ATTR
 from dse.search.strategies.base import Option, Strategy
-from dse.search.study import optimize_one
 from models.surrogate import SurrogateConfig
 
 if TYPE_CHECKING:
@@ -371,6 +371,8 @@ class Hybrid(Strategy):
         name = f"{spec.name}{TRAINING_SUFFIX}"
         outer = optuna.create_study(storage=store, study_name=name, directions=spec.directions,
                                     load_if_exists=True)
+        if HELPER_ATTR not in outer.user_attrs:  # no dse study file opens it as its own (a study named X.training)
+            outer.set_user_attr(HELPER_ATTR, spec.name)
         if outer.metric_names is None:
             with warnings.catch_warnings():  # experimental since Optuna 3.2, stable in use
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -424,7 +426,7 @@ class Hybrid(Strategy):
         import optuna
         from optuna.trial import TrialState
 
-        from dse.search.study import recover_dead_workers
+        from dse.search.study import optimize_one, recover_dead_workers
 
         recover_dead_workers(self.outer)
         if not self.requeued:

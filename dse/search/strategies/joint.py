@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dse.search.strategies.base import Strategy
-from dse.search.study import optimize_one
 
 __all__ = ["Joint"]
 
@@ -16,6 +15,8 @@ class Joint(Strategy):
     summary = "Optuna samples every knob"
 
     def step(self) -> bool:
+        from dse.search.study import optimize_one  # (deferred: a study file is read without importing Optuna)
+
         r = self.runner
         optimize_one(r.study, r.objective)
         return True
