@@ -479,7 +479,9 @@ def worker(
 
     res = run_study(spec, storage=url, worker=index, heartbeat=hb, progress=progress,
                     accept_changes=accept_changes)
-    typer.echo(f"worker {index}: {spec.name} {res['finished']}/{res['budget']} done, front {res['front']}, "
+    done = (f"{res['finished']}/{res['budget']} done" if res["finished"] <= res["budget"] else
+            f"{res['finished']} done, the budget of {res['budget']} reached already (--trials sets a larger one)")
+    typer.echo(f"worker {index}: {spec.name} {done}, front {res['front']}, "
                f"hypervolume {res['hypervolume']:.6g}; storage {res['storage']}")
     if res.get("exhausted"):  # ended before the budget: say why, as dse run does
         from dse.search.strategies import strategy_class

@@ -139,7 +139,11 @@ def open_storage(url: str, *, heartbeat: int | None = None):
         reason = mask_url(reason, url)
         if isinstance(e, ImportError):  # Optuna: "Failed to import DB access module", from the driver's error
             missing = getattr(e.__cause__, "name", None) or getattr(e, "name", None) or "its driver"
-            extra = "pip install 'dse[postgres]'" if url.startswith("postgresql") else "install it"
+            # the postgres extra installs psycopg 3, SQLAlchemy's driver for a plain postgresql:// URL; a URL that
+            # names another driver (postgresql+psycopg2://, mysql+pymysql://) needs that one
+            pkg = {"psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient"}.get(missing, missing)
+            extra = ("pip install 'dse[postgres]'" if missing == "psycopg" or url.split("://")[0] == "postgresql"
+                     else f"pip install {pkg}" if missing != "its driver" else "install it")
             raise UsageError(f"storage {mask_url(url)} cannot be used: the database driver {missing} is not "
                              f"installed; {extra}") from None
         hint = ""

@@ -394,6 +394,10 @@ def test_missing_postgres_driver_is_named(tmp_path):
     shim = _block_postgres_drivers(tmp_path)
     usage_error(tmp_path, "status", "--storage", PG_URL, p, PYTHONPATH=shim, debug=False, secret=SECRET,
                 needles=(PG_MASKED, "driver", "pip install 'dse[postgres]'"))
+    # a URL naming another driver: that driver's package (the extra installs psycopg 3, which would not help)
+    url = PG_URL.replace("postgresql://", "postgresql+psycopg2://")
+    usage_error(tmp_path, "status", "--storage", url, p, PYTHONPATH=shim, debug=False, secret=SECRET,
+                needles=("driver psycopg2 is not installed", "pip install psycopg2-binary"))
 
 
 def _postgres_driver_installed() -> bool:

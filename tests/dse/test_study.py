@@ -166,6 +166,13 @@ def test_status_says_when_trials_were_trained_on_different_blas_kernels(study_fi
     assert "blas" in cli("status", study_file).stdout
 
 
+def test_a_worker_on_a_study_past_its_budget_says_so(study_file, cli):
+    """It printed '3/2 done'."""
+    assert cli("run", study_file, "--trials", "3", "--quiet").returncode == 0
+    r = cli("worker", study_file, "--trials", "2", "--quiet")
+    assert r.returncode == 0 and "tiny 3 done, the budget of 2 reached already" in r.stdout, r.stdout
+
+
 def test_status_names_why_a_trial_optunas_heartbeat_failed(study_file, cli):
     """Optuna fails the trial of a worker whose heartbeat went stale (another machine) and retries it, with no
     reason of its own: status, report said 'no reason recorded'."""
