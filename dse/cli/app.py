@@ -17,6 +17,7 @@ import typer
 from dse import __version__
 from dse.cli import evaluate, layer, pipeline, study, surrogate, views
 from dse.cli.models import models_cmd
+from dse.cli.output import SIGNALLED
 from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 
 app = typer.Typer(
@@ -104,27 +105,35 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _raise_interrupt(signum, frame):
+    SIGNALLED["pending"] = True  # typer turns the KeyboardInterrupt into a silent exit 130: _main says it
     raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def _sigterm_interrupts():
     """SIGTERM as Ctrl-C for the whole command (a run installs its own, finer handling): cleanups run (no
-    temporary file left), exit code 130; the previous handler after (in-process callers)."""
+    temporary file left), exit code 130, "dse: interrupted"; the previous handlers after (in-process callers).
+    SIGINT keeps being ignored where it was (a background job)."""
+    SIGNALLED["pending"] = False
+    sigs = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                               else [])
     try:
-        old = signal.signal(signal.SIGTERM, _raise_interrupt)
+        old = {s: signal.signal(s, _raise_interrupt) for s in sigs}
     except ValueError:  # not the main thread: signals are the main thread's
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _main(argv: list[str] | None, debug: bool) -> None:
     try:
         rv = app(args=argv, prog_name="dse", standalone_mode=False)
+        if rv == EXIT_INTERRUPTED and SIGNALLED["pending"]:  # (unless the command said it in its own words)
+            typer.echo("dse: interrupted", err=True)
     except SystemExit:
         # typer turns a broken pipe (EPIPE) into exit 1 after wrapping the streams in PacifyFlushWrapper
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":

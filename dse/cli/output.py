@@ -124,3 +124,13 @@ def echo_unit_table(rows: list[dict], units: dict[str, str], names: dict[str, st
                         r[c] = v / div
         headers[c] = f"{names.get(c, c)} [{unit}]" if unit else names.get(c, c)
     return echo_table(scaled, columns, headers=headers, width=terminal_width(), drop=False)
+
+
+#: whether a signal interrupted the command outside a run's own handling (dse.cli.app says "dse: interrupted"
+#: unless the command said it in its own words: :func:`interruption_told`)
+SIGNALLED = {"pending": False}
+
+
+def interruption_told() -> None:
+    """The command has said it was interrupted (dse run, dse worker): no second line."""
+    SIGNALLED["pending"] = False

@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from dse.cli.options import ACCEPT_OPT, STORAGE_OPT, STUDY_ARG, load_spec
+from dse.cli.output import interruption_told
 from dse.config.values import json_text
 from dse.errors import UsageError
 from dse.results.export import FORMATS
@@ -131,6 +132,7 @@ def run(
             typer.echo(res.get("stop_reason") or strat.ended(spec, stored), err=True)
         if res["interrupted"]:
             typer.echo("interrupted: completed trials are kept; run the same command again to continue", err=True)
+            interruption_told()
             raise typer.Exit(130)
         if not res["complete"] and stored is not None:
             _all_failed(spec, stored, study_file)
@@ -490,4 +492,5 @@ def worker(
     if res["interrupted"]:
         typer.echo(f"worker {index}: interrupted: completed trials are kept; the running one does not count",
                    err=True)
+        interruption_told()
         raise typer.Exit(130)

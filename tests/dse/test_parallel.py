@@ -234,6 +234,7 @@ def test_signals_keep_completed_trials_and_resume(tmp_path, sig):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, (out, err)
     assert "interrupted" in err and "Traceback" not in err
+    assert "dse: interrupted" not in err  # the run says it in its own words, once
     st = open_study(spec, None, create=False)
     trials = st.get_trials()
     assert not [t for t in trials if t.state == TrialState.RUNNING]
