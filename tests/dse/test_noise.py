@@ -305,11 +305,16 @@ def test_workers_share_the_run_budget_without_exceeding_it(tmp_path):
     path = write_study(tmp_path, RUN_BUDGET)
     spec = load_study(path)
     res = dse.run(spec, workers=2, quiet=True)
-    assert not res["worker_errors"]
+    assert not res["worker_errors"], res
     study = open_study(spec, storage_url(spec, None, journal=True), create=False)
-    held, settings = _held(_outer(spec, study))
-    assert held <= 7 and (held + 3 > 7 or len(settings) == 4)  # spent, or the space's 4 settings all trained
-    assert len(settings) == len(set(settings))
+    outer = _outer(spec, study)
+    held, settings = _held(outer)
+    # (it failed once in three runs of the process files beside other tests, not since: the outer trials and
+    # the run's result say which clause, and why, when it does again)
+    why = (res, [(t.number, t.state.name, t.params, {k: v for k, v in t.user_attrs.items() if k != "worker"})
+                 for t in outer.trials])
+    assert held <= 7 and (held + 3 > 7 or len(settings) == 4), why  # spent, or the space's 4 settings all trained
+    assert len(settings) == len(set(settings)), why
 
 
 def test_the_run_budget_counts_finished_settings_and_reserves_running_ones():
