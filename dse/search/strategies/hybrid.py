@@ -440,7 +440,7 @@ class Hybrid(Strategy):
             # a setting queued for this worker that holds runs already (a retry of one cut short) needs only the
             # rest of its seeds: it may fit where a new setting does not
             held = max((held_runs(trials, t.system_attrs.get("fixed_params", t.params)) for t in trials
-                        if t.state == TrialState.WAITING and t.user_attrs.get("queued_by") in (None, self.me)),
+                        if t.state == TrialState.WAITING and self._mine(t)),
                        default=0)  # (a queued trial's parameters wait in its fixed_params)
             if not fits(self.spec, used, held=held):
                 self.spent = True
@@ -480,8 +480,11 @@ class Hybrid(Strategy):
         that worker's to take."""
         from optuna.trial import TrialState
 
-        return any(t.user_attrs.get("queued_by") in (None, self.me)
-                   for t in self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+        return any(self._mine(t) for t in self.outer.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def _mine(self, t) -> bool:
+        """Whether this worker may take the queued trial ``t``: one it queued, or one queued by no one."""
+        return t.user_attrs.get("queued_by") in (None, self.me)
 
     def _next_setting(self) -> dict | None:
         """The training setting the strategy chooses itself (``sampler = "grid"``: the next of the seeded order;
