@@ -339,15 +339,15 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     ran = run_budget(spec, study)  # the budget of the last run: `dse run --trials/--runs` may override the file's
     differs = [f"{k} {getattr(ran, k)} (the file: {getattr(spec, k)})" for k in ("trials", "runs")
                if getattr(ran, k) != getattr(spec, k)]
+    every = study.get_trials(deepcopy=False)  # listed once (a server round trip each on PostgreSQL)
     states = {s.name.lower(): 0 for s in TrialState}
-    for t in study.get_trials(deepcopy=False):
+    for t in every:
         states[t.state.name.lower()] += 1
     pts = load_points(study, spec)
     recent = recent_gain(pts, spec.directions, hv_reference(spec))
     ended = ended_early(study)  # why its last run ended before its budget, or None
-    kernels = blas_kernels(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    kernels = blas_kernels([t for t in every if t.state == TrialState.COMPLETE])
     reasons: dict[str, int] = {}
-    every = study.get_trials(deepcopy=False)
     # a trial Optuna's heartbeat failed (its worker on another machine died, or was paused or cut off) has no
     # reason of its own; its retry names it (system attribute failed_trial)
     stale = {int(n) for t in every for n in [t.system_attrs.get("failed_trial"),  # (and every retry of it
