@@ -302,8 +302,8 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
                     continue
                 more = strat.step()
                 guard.check()  # a fault the step met, or a signal during the bookkeeping
-                if not more:
-                    exhausted = True
+                if not more:  # nothing left to propose: an early end unless the step met the budget too
+                    exhausted = runner.refresh()["done"] < budget
                     break
             runner.refresh()
             report()

@@ -671,10 +671,13 @@ class RunResult(dict):
     """Figures of a run: finished and complete trial counts, front size, hypervolume, interrupted."""
 
 
-def optimize_one(study: optuna.Study, objective) -> None:
-    """One trial of ``objective`` on ``study`` (its exceptions recorded as the trial's failure). A trial that
-    another worker failed meanwhile -- its heartbeat went stale while this worker was paused or cut off, and it
-    was retried elsewhere -- cannot be told its result: Optuna raises, and the run goes on (the retry counts)."""
+def optimize_one(study: optuna.Study, objective) -> bool:
+    """One trial of ``objective`` on ``study`` (its exceptions recorded as the trial's failure); whether the
+    search may go on: False once the sampler asked the study to stop (``Study.stop``: Optuna's grid sampler,
+    when every point of its grid has been tried, or a brute-force sampler), which ``optimize`` with one trial
+    at a time would otherwise forget. A trial that another worker failed meanwhile -- its heartbeat went stale
+    while this worker was paused or cut off, and it was retried elsewhere -- cannot be told its result: Optuna
+    raises, and the run goes on (the retry counts)."""
     try:
         study.optimize(objective, n_trials=1, catch=(Exception,), gc_after_trial=False)
     except (ValueError, AssertionError) as e:
@@ -682,6 +685,8 @@ def optimize_one(study: optuna.Study, objective) -> None:
         # its own bookkeeping then raises over it
         if not any(isinstance(x, ValueError) and str(x).startswith("Cannot tell a ") for x in (e, e.__context__)):
             raise
+    # (Optuna clears the flag when optimize starts and leaves it set when a callback or sampler stopped it)
+    return not getattr(study, "_stop_flag", False)
 
 
 def recover_dead_workers(study: optuna.Study) -> list[int]:

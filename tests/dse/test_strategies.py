@@ -111,3 +111,28 @@ def test_a_sampler_that_is_neither_a_name_nor_an_optuna_sampler_is_refused(study
         dse.run(spec, sampler="bogus")
     with pytest.raises(UsageError, match="sampler: an optuna.samplers.BaseSampler instance"):
         dse.run(spec, sampler=optuna.samplers.RandomSampler)  # the class, not an instance
+
+
+@pytest.mark.parametrize("trials", [20, 12])
+def test_the_grid_sampler_ends_the_run_when_its_grid_is_done(tmp_path, trials):
+    """Optuna's grid sampler stops the study once every point is tried; a run of one trial at a time used to
+    forget it and repeat points up to the trial budget. The run ends with the grid (the 12 points of this space,
+    each once) and says why; with a budget of exactly the grid, the summary does not ask for a larger one."""
+    from dse.search.runner import run_study
+    from dse.search.strategies.joint import Joint
+
+    text = edit('rows = [8, 16, 32]\ncols = [8, 16, 32]\nbandwidth_gbps = [6.4, 25.6]', 'rows = [8, 16, 32]',
+                edit('sampler = "nsga2"', 'sampler = "grid"', edit("trials = 12", f"trials = {trials}")))
+    spec = load_study(write_study(tmp_path, text))
+    res = run_study(spec)
+    assert res["finished"] == 12
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    assert len({tuple(sorted(t.params.items())) for t in study.trials}) == 12  # no point twice
+    if trials > 12:
+        assert res["exhausted"] and not res["covered"]
+        with dse.open_study(spec) as s:
+            assert s.status()["ended_early"] == Joint.GRID_DONE
+    else:
+        assert not res["exhausted"] and res["covered"] == Joint.GRID_DONE  # the stopping signal: nothing left
+    nsga = load_study(write_study(tmp_path, text.replace('"grid"', '"random"'), name="r.toml"))
+    assert Joint.covered(nsga, study) is None  # a study another sampler searches is never "covered" this way
