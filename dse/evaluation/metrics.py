@@ -19,7 +19,10 @@ and the public API all read this table; nothing else lists metrics.
   control): a study runs only the controls its objectives and constraints need, and the metric is computed
   only when its controls ran.
 * ``hv_reference`` is the hypervolume reference value (a point every useful configuration dominates), or
-  ``hv_baseline_factor`` times the metric's value for the reference accelerator running plain BP.
+  ``hv_baseline_factor`` times the metric's value for the reference accelerator running plain BP (a
+  ``per_hardware`` metric only).
+* ``unit``: tables and plot axes show a value in one of :data:`dse.results.formats.SI_UNITS` with an SI prefix
+  (``12.3 mJ``), any other unit as a plain number; add a new base unit there to have it prefixed.
 
 If the metric needs a quantity that does not exist yet, the evaluation that produces it adds it to the
 mapping it passes to :func:`compute` (a per-model hardware figure: from
@@ -89,6 +92,9 @@ class Metric:
             raise ValueError(f"metric {self.name}: direction must be maximize or minimize")
         if (self.hv_reference is None) == (self.hv_baseline_factor is None):
             raise ValueError(f"metric {self.name}: give exactly one of hv_reference, hv_baseline_factor")
+        if self.hv_baseline_factor is not None and not self.per_hardware:
+            raise ValueError(f"metric {self.name}: hv_baseline_factor needs per_hardware=True (its reference is the "
+                             "metric's value on the reference accelerator); give hv_reference instead")
         unknown = [i for i in self.inputs if i not in QUANTITIES]
         if unknown:
             raise ValueError(f"metric {self.name}: unknown quantity {unknown[0]!r}; see QUANTITIES")

@@ -292,6 +292,11 @@ def test_every_metric_is_declared_once_and_read_from_the_registry():
         assert (m.hv_reference is None) != (m.hv_baseline_factor is None)
     with pytest.raises(ValueError, match="registered twice"):
         registry.register(registry.get("speedup"))
+    # a baseline reference reads the reference accelerator's value: a metric that is not per hardware has none
+    # (it used to register, and every run then failed with a bare KeyError of its name)
+    with pytest.raises(ValueError, match="metric edp: hv_baseline_factor needs per_hardware=True"):
+        registry.Metric("edp", "minimize", "J*s", "energy x time", lambda q: q["energy_j"] * q["time_s"],
+                        ("energy_j", "time_s"), hv_baseline_factor=2.0)
 
 
 def test_a_study_runs_only_the_surrogate_controls_its_metrics_need(monkeypatch, tmp_path):
