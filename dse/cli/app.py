@@ -91,7 +91,13 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and maps errors to exit codes."""
     import warnings
 
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    head = args[:args.index("--")] if "--" in args else args
+    debug = "--debug" in head
+    if debug and args[0] != "--debug":  # `dse run s.toml --debug` as `dse --debug run s.toml` (typer's option
+        args.remove("--debug")          # belongs to the group): where a user adds it, after the command
+        args.insert(0, "--debug")
+    argv = args
     with warnings.catch_warnings():  # restores the warning machinery when main returns (in-process callers)
         shown = warnings.showwarning
 
@@ -174,8 +180,8 @@ def _main(argv: list[str] | None, debug: bool) -> None:
         if debug or _state["debug"]:
             traceback.print_exc()
         else:
-            typer.echo(f"dse: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
-                       "traceback)", err=True)
+            typer.echo(f"dse: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback, "
+                       "and report it)", err=True)
         sys.exit(EXIT_FAILURE)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 

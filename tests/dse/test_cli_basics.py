@@ -52,6 +52,9 @@ def test_unknown_model_is_a_one_line_usage_error():
     assert r.stderr.strip().count("\n") == 0 and "resnet50" in r.stderr
     r = run("--debug", "models", "resnet51")
     assert r.returncode == 2 and "Traceback" in r.stderr
+    # where a user adds it, after the command (an error's hint says "rerun with --debug"): the same
+    r = run("models", "resnet51", "--debug")
+    assert r.returncode == 2 and "Traceback" in r.stderr and "No such option" not in r.stderr
 
 
 def test_shell_completion_is_installed_and_completes_commands(tmp_path):
