@@ -18,8 +18,9 @@ reads its two operands and its partial sum and writes the new partial sum, and e
 the level that serves it -- the PE's own register file, a neighbouring PE, or the global buffer (the SRAM,
 counted by :meth:`Dataflow.sram_accesses`). The derivations are in ``docs/accelerator.md``.
 
-Adding a dataflow means adding one class here and registering it in :data:`DATAFLOWS` (the instances, in
-code order); :data:`DATAFLOW_NAMES` (their names, in the same order) is derived from it. The rest of the
+Adding a dataflow means adding one class here (its ``name``, ``description``, and ``code``: its position in
+:data:`DATAFLOWS`) and registering it in :data:`DATAFLOWS` (the instances, in code order; checked at import
+by :func:`check_registry`); :data:`DATAFLOW_NAMES` (their names, in the same order) is derived from it. The rest of the
 model (``accel.gemm``, ``accel.area``, ``accel.hardware``) reads only this registry.
 """
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["Dataflow", "OutputStationary", "WeightStationary", "InputStationary", "DATAFLOWS",
-           "DATAFLOW_NAMES", "by_code", "by_name"]
+           "DATAFLOW_NAMES", "by_code", "by_name", "check_registry"]
 
 
 def _edge_hops(S, F, R):
@@ -176,8 +177,24 @@ class InputStationary(_PsumFlowing):
 DATAFLOWS: tuple[Dataflow, ...] = (OutputStationary(), WeightStationary(), InputStationary())
 #: the registered dataflows' names, in code order (a Hardware stores a dataflow as its name)
 DATAFLOW_NAMES: tuple[str, ...] = tuple(d.name for d in DATAFLOWS)
-assert all(d.code == i for i, d in enumerate(DATAFLOWS))
-assert len(set(DATAFLOW_NAMES)) == len(DATAFLOWS), "dataflow names must be unique"
+
+
+def check_registry(dataflows: tuple[Dataflow, ...]) -> None:
+    """Refuse a registry a new dataflow got wrong, naming the class and the fix (checked at import)."""
+    seen: dict[str, str] = {}
+    for i, d in enumerate(dataflows):
+        cls = type(d).__name__
+        if not isinstance(getattr(d, "name", None), str) or not d.name:
+            raise ValueError(f"dataflow {cls}: give it a name (the study files' and --dataflow's value)")
+        if d.name in seen:
+            raise ValueError(f"dataflow {cls}: name {d.name!r} is {seen[d.name]}'s already; names must be unique")
+        seen[d.name] = cls
+        if getattr(d, "code", None) != i:
+            raise ValueError(f"dataflow {cls}: code must be {i}, its position in DATAFLOWS (got "
+                             f"{getattr(d, 'code', None)!r}): a HardwareArray stores a dataflow as that index")
+
+
+check_registry(DATAFLOWS)
 
 
 def by_code(code: int) -> Dataflow:

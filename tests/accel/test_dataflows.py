@@ -131,6 +131,27 @@ def test_the_known_dataflows_keep_their_names_and_codes():
     assert DATAFLOW_NAMES[:3] == ("os", "ws", "is")
 
 
+def test_a_dataflow_registered_wrong_is_refused_naming_the_class_and_the_fix():
+    """A new dataflow with a wrong code, a name already taken, or no name: one message naming its class and
+    what to give (it was a bare AssertionError on import, or an empty name shown as "" in tables)."""
+    from accel.dataflow import OutputStationary, WeightStationary, check_registry
+
+    check_registry(DATAFLOWS)
+
+    class Copy(WeightStationary):
+        name, code = "wsx", 1
+
+    with pytest.raises(ValueError, match=r"dataflow Copy: code must be 3, its position in DATAFLOWS \(got 1\)"):
+        check_registry((*DATAFLOWS, Copy()))
+    Copy.name, Copy.code = "os", 3
+    with pytest.raises(ValueError, match="dataflow Copy: name 'os' is OutputStationary's already"):
+        check_registry((*DATAFLOWS, Copy()))
+    Copy.name = ""
+    with pytest.raises(ValueError, match="dataflow Copy: give it a name"):
+        check_registry((*DATAFLOWS, Copy()))
+    assert isinstance(DATAFLOWS[0], OutputStationary)
+
+
 @pytest.mark.parametrize("df", DATAFLOWS, ids=DATAFLOW_NAMES)
 def test_every_registered_dataflow_is_well_formed(df):
     """The registry is the one place: each entry has its own class, code = its index, a unique name, a
