@@ -71,7 +71,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 
 __all__ = [
-    "KINDS", "Schedule", "SCHEDULES", "register", "schedule_names", "gp_order", "StageCosts", "Link",
+    "KINDS", "Schedule", "SCHEDULES", "register", "schedule_names", "gp_order", "check_order", "StageCosts", "Link",
     "OpRecord", "PipelineStep", "simulate", "job_time", "ring_allreduce_s", "gantt", "chrome_trace",
     "layer_times", "partition", "ModelPipeline", "model_pipeline", "step_counts", "PipelineJob", "pipeline_job",
 ]
@@ -193,6 +193,37 @@ def _interleaved(p, m, chunks, costs=None):
             ops.append(("BW", mb, v - 1 - c))
         out.append(ops)
     return out
+
+
+def check_order(order: list[list[Op]], devices: int, microbatches: int, chunks: int = 1) -> None:
+    """Refuse an explicit order (``simulate(order=...)``) that is not one training step: one list per device,
+    and on each device every forward ``("F", micro-batch, chunk)`` once and its backward once -- ``BW`` (input
+    and weight gradients together), or ``B`` and later ``W`` -- and nothing else. (The registered schedules are
+    held to the same rule by their shared test.) The message names the device and the op."""
+    if len(order) != devices:
+        raise ValueError(f"order: one list of ops per device: expected {devices}, got {len(order)}")
+    want = {(i, c) for i in range(microbatches) for c in range(chunks)}
+    for r, ops in enumerate(order):
+        seen: dict[str, set] = {"F": set(), "B": set(), "BW": set(), "W": set()}
+        for op in ops:
+            if len(op) != 3 or op[0] not in seen:
+                raise ValueError(f"order: device {r}: op {op!r}: expected (kind, micro_batch, chunk), kind one "
+                                 f"of F, B, W, BW")
+            key = (op[1], op[2])
+            if key not in want:
+                raise ValueError(f"order: device {r}: op {op!r}: micro-batch 0-{microbatches - 1} and chunk "
+                                 f"0-{chunks - 1} only")
+            if key in seen[op[0]]:
+                raise ValueError(f"order: device {r}: op {op!r} twice")
+            seen[op[0]].add(key)
+        for kind, have in (("F", seen["F"]), ("a backward (B or BW)", seen["B"] | seen["BW"])):
+            if have != want or (kind != "F" and seen["B"] & seen["BW"]):
+                miss = sorted(want - have) or sorted(seen["B"] & seen["BW"])
+                raise ValueError(f"order: device {r}: {kind} of every micro-batch and chunk once; not so for "
+                                 f"(micro-batch, chunk) {miss[0]}")
+        if seen["W"] != seen["B"]:
+            odd = sorted(seen["W"] ^ seen["B"])[0]
+            raise ValueError(f"order: device {r}: a W for every B and no other (micro-batch, chunk) {odd}")
 
 
 def gp_order(order: list[list[Op]]) -> list[list[Op]]:
@@ -356,6 +387,8 @@ def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *
         raise ValueError(f"microbatches: {p} stages x {v} chunks x {m} micro-batches is more than {MAX_OPS:,} "
                          f"forwards to time in one step")
     name = schedule if order is None else "custom"
+    if order is not None:
+        check_order(order, p, m, v)
     if order is None:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule: unknown {schedule!r}; one of {', '.join(SCHEDULES)}")

@@ -139,6 +139,18 @@ def test_bad_orders_and_inputs_fail_with_the_field_named():
     c = StageCosts.uniform(2, 1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="deadlocks"):
         simulate(c, order=[[("BW", 0, 0), ("F", 0, 0)], [("F", 0, 0), ("BW", 0, 0)]], microbatches=1)
+    # an explicit order that is not one training step is refused, not timed (it used to report a bubble rate)
+    step = [("F", 0, 0), ("B", 0, 0), ("W", 0, 0)]
+    for bad, why in [([step], "expected 2, got 1"),
+                     ([step, [("F", 0, 0), ("B", 0, 0)]], r"device 1: a W for every B .* \(0, 0\)"),
+                     ([step, [("F", 0, 0), ("F", 0, 0), ("BW", 0, 0)]], r"device 1: op \('F', 0, 0\) twice"),
+                     ([step, [("F", 0, 0)]], r"device 1: a backward \(B or BW\) of every micro-batch"),
+                     ([step, [("F", 0, 0), ("B", 0, 0), ("BW", 0, 0), ("W", 0, 0)]], r"device 1: a backward"),
+                     ([step, [("F", 1, 0), ("BW", 1, 0)]], r"micro-batch 0-0 and chunk 0-0 only"),
+                     ([step, [("X", 0, 0)]], "kind one of F, B, W, BW")]:
+        with pytest.raises(ValueError, match=why):
+            simulate(c, order=bad, microbatches=1)
+    assert simulate(c, order=[step, [("F", 0, 0), ("BW", 0, 0)]], microbatches=1).makespan > 0
     with pytest.raises(ValueError, match="schedule: unknown 'x'"):
         simulate(c, "x", 4)
     with pytest.raises(ValueError, match="microbatches"):
