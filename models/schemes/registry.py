@@ -73,16 +73,21 @@ class SchemeRecord:
         return self.module.replace(".", "/") + ".py"
 
     def _half(self, attr: Optional[str], what: str, fix: str) -> Any:
-        if attr is not None:
-            try:
-                value = getattr(importlib.import_module(self.module), attr, None)
-            except ModuleNotFoundError as exc:
-                if exc.name != self.module:
-                    raise
-                value = None
-            if value is not None:
-                return value
-        raise ValueError(f"scheme {self.name!r} has no {what} ({self.path}: {fix})")
+        if attr is None:
+            raise ValueError(f"scheme {self.name!r} has no {what} ({self.path}: {fix}, and name it in its "
+                             "SchemeRecord)")
+        try:
+            module = importlib.import_module(self.module)
+        except ModuleNotFoundError as exc:
+            if exc.name != self.module:
+                raise
+            raise ValueError(f"scheme {self.name!r}: its module {self.module!r} (SchemeRecord) does not exist: "
+                             f"no file {self.path}") from None
+        value = getattr(module, attr, None)
+        if value is None:
+            raise ValueError(f"scheme {self.name!r} has no {what}: {self.path} defines no {attr!r} (the name its "
+                             f"SchemeRecord gives; {fix})")
+        return value
 
     def training_class(self) -> "type[GradientScheme]":
         """The scheme's ``GradientScheme`` subclass (imports its module); ValueError if it has none."""

@@ -70,7 +70,8 @@ def test_a_scheme_with_only_its_training_half_is_reported_incomplete(throwaway, 
     throwaway(SchemeRecord("halfway", module.__name__, "predicting", training="Halfway"))
     assert REGISTRY["halfway"].training_class() is Halfway
     with pytest.raises(ValueError, match=r"^scheme 'halfway' has no accelerator cost "
-                                         r"\(models/schemes/halfway\.py: define its lowering\)$"):
+                                         r"\(models/schemes/halfway\.py: define its lowering, and name it in its "
+                                         r"SchemeRecord\)$"):
         check_complete("halfway")
     assert not costable("halfway")
     # the cost model refuses it with the same message instead of failing later
@@ -79,16 +80,23 @@ def test_a_scheme_with_only_its_training_half_is_reported_incomplete(throwaway, 
     # naming a lowering the module does not define is the same gap
     REGISTRY.pop("halfway")
     throwaway(SchemeRecord("halfway", module.__name__, "predicting", training="Halfway", cost="halfway_plan"))
-    with pytest.raises(ValueError, match=r"^scheme 'halfway' has no accelerator cost"):
+    with pytest.raises(ValueError, match=r"^scheme 'halfway' has no accelerator cost: models/schemes/halfway\.py "
+                                         r"defines no 'halfway_plan' \(the name its SchemeRecord gives"):
         check_complete("halfway")
 
 
 def test_a_training_class_not_written_or_misnamed_is_reported(throwaway):
     throwaway(SchemeRecord("unwritten", "models.schemes.unwritten", "predicting", training="Unwritten",
                            cost="unwritten_plan"))
-    with pytest.raises(ValueError, match=r"^scheme 'unwritten' has no training behaviour "
-                                         r"\(models/schemes/unwritten\.py: define its GradientScheme subclass\)$"):
+    with pytest.raises(ValueError, match=r"^scheme 'unwritten': its module 'models\.schemes\.unwritten' "
+                                         r"\(SchemeRecord\) does not exist: no file models/schemes/unwritten\.py$"):
         check_complete("unwritten")
+    # the module written, the class not (or misspelled in the record): the name looked for is named
+    throwaway(SchemeRecord("typo", "models.schemes.controls", "predicting", training="Nul", cost="null_plan"))
+    with pytest.raises(ValueError, match=r"^scheme 'typo' has no training behaviour: models/schemes/controls\.py "
+                                         r"defines no 'Nul' \(the name its SchemeRecord gives; define its "
+                                         r"GradientScheme subclass\)$"):
+        check_complete("typo")
     # a class whose name is not the record's is a copy-paste slip
     throwaway(SchemeRecord("renamed", "models.schemes.controls", "predicting", training="Null", cost="null_plan"))
     with pytest.raises(ValueError, match=r"^scheme 'renamed': models/schemes/controls\.py: Null is not"):
