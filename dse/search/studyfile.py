@@ -327,6 +327,7 @@ def _check_values(space: Space, base: Configuration) -> None:
                 why = str(e)
                 if len(v) == 1 and why.startswith(f"{fld}: "):  # the field is already named
                     why = why[len(fld) + 2:]
+                    why = why.removesuffix(f" (got {shown!r})")  # and the value too
                 sampled = (" (a value the float range samples; integer low, high and step make an integer range)"
                            if v is probe else "")
                 raise UsageError(f"space.{name}: value {shown!r}{sampled} is not allowed: {why}") from None

@@ -197,6 +197,17 @@ def test_bad_study_file(tmp_path, case):
     assert not list(tmp_path.glob("*.db")), "a bad study file must not create a storage"
 
 
+def test_a_space_value_not_allowed_is_named_once(tmp_path):
+    from dse.errors import UsageError
+    from dse.search.studyfile import load_study
+
+    p = write_study(tmp_path, edit("pred_width = [8, 32]", 'pred_width = [8, 32]\nscheme = ["adagp", "efbful"]'))
+    with pytest.raises(UsageError) as e:
+        load_study(p)
+    assert str(e.value).startswith("space.training.scheme: value 'efbful' is not allowed: one of 'adagp'")
+    assert str(e.value).count("efbful") == 1  # not again as "(got 'efbful')"
+
+
 def test_every_study_command_rejects_a_bad_file(tmp_path):
     p = write_study(tmp_path, edit('sampler = "nsga2"', 'sampler = "annealing"'))
     for cmd in ("status", "pareto", "plot", "export"):
