@@ -12,6 +12,7 @@ import numpy as np
 import typer
 
 from accel import DATAFLOW_NAMES
+from accel.dataflow import DATAFLOWS
 from dse.config.values import json_text
 from dse.errors import UsageError
 from dse.results.formats import fmt_number, fmt_with_unit
@@ -123,8 +124,8 @@ def layer(
     rows: Annotated[int, typer.Option("--rows", help="PE array rows.")] = 32,
     cols: Annotated[int, typer.Option("--cols", help="PE array columns.")] = 32,
     dataflow: Annotated[str, typer.Option(
-        "--dataflow", help=f"Dataflow: {', '.join(DATAFLOW_NAMES)} (output, weight, input stationary...), "
-                           "or all (a table of every dataflow).")] = "os",
+        "--dataflow", help="Dataflow: " + ", ".join(f"{d.name} ({d.description})" for d in DATAFLOWS)
+                           + ", or all (a table of every dataflow).")] = "os",
     word_bytes: Annotated[int, typer.Option("--word-bytes", help="Bytes per operand word (2 = bf16, 1 = int8).")] = 2,
     acc_bytes: Annotated[int, typer.Option(
         "--acc-bytes", help="Bytes per accumulator / partial sum (>= word bytes).")] = 4,

@@ -21,7 +21,10 @@ At run time ``__init__(spec, runner)`` (the runner: the open main study, its bud
 run's result), ``queues()`` (the helper studies it queues trials in: the ones this process queued and did not
 start are failed when the run ends) and ``close(interrupted)``. ``step`` must enter at most
 ``runner.remaining()`` trials and, for an exact budget under several workers, check each new trial with
-``runner.admit``.
+``runner.admit``. Under several workers each runs its own ``step()`` on the shared storage: a strategy that
+chooses points itself and enqueues them must expect another worker to choose the same point meanwhile (the
+hybrid strategy marks what it queues, chooses again when its choice was taken, and compares each claim with
+the earlier running ones before it trains).
 
 This module is a leaf: strategies import it, and it imports nothing of Optuna.
 """
