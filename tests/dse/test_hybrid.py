@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import moocore
@@ -220,22 +221,26 @@ def test_an_unforeseen_error_in_a_setting_is_recorded_and_the_search_goes_on(stu
 def test_a_claim_is_compared_only_once_earlier_claims_have_their_knobs(monkeypatch):
     """Another worker's outer trial exists before its sampler has set its knobs: the check waits until every
     earlier running claim has them (else two workers could both train one setting), and gives up on one that
-    never gets them (its worker died) after CLAIM_WAIT_S."""
+    never gets them after CLAIM_WAIT_S when its worker cannot be told from here; at once when its worker died;
+    and not after CLAIM_WAIT_S when its worker is alive on this machine (a loaded machine holds it back)."""
     from types import SimpleNamespace
 
     import dse.search.strategies.hybrid as hy
+    from dse.search.runguard import owner
 
-    def trial(number, params):
-        return SimpleNamespace(number=number, state=TrialState.RUNNING, params=params)
+    def trial(number, params, worker=None):
+        return SimpleNamespace(number=number, state=TrialState.RUNNING, params=params,
+                               user_attrs={} if worker is None else {"worker": worker})
 
     class Outer:
-        def __init__(self, partial_reads):
-            self.reads, self.partial_reads = 0, partial_reads
+        def __init__(self, partial_reads, worker=None):
+            self.reads, self.partial_reads, self.worker = 0, partial_reads, worker
 
         def get_trials(self, deepcopy=False):
             self.reads += 1
             earlier = trial(3, {"training.a": 1} if self.reads <= self.partial_reads else {"training.a": 1,
-                                                                                            "training.b": 2})
+                                                                                            "training.b": 2},
+                            self.worker)
             return [earlier, trial(4, {"training.a": 1, "training.b": 2})]
 
     me = SimpleNamespace(outer=Outer(partial_reads=3), train_knobs=[("training.a", None), ("training.b", None)])
@@ -243,9 +248,19 @@ def test_a_claim_is_compared_only_once_earlier_claims_have_their_knobs(monkeypat
     assert me.outer.reads == 4 and got[0].params == {"training.a": 1, "training.b": 2}
     later = SimpleNamespace(outer=Outer(partial_reads=10**9), train_knobs=me.train_knobs)
     assert len(hy.Hybrid._settled_claims(later, 3)) == 2 and later.outer.reads == 1  # no earlier claim: no wait
+    dead_pid = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 1000  # (no such process)
+    dead = SimpleNamespace(outer=Outer(partial_reads=10**9, worker=owner().rsplit(":", 2)[0] + f":{dead_pid}:1"),
+                           train_knobs=me.train_knobs)
+    assert hy.Hybrid._settled_claims(dead, 4)[0].params == {"training.a": 1} and dead.outer.reads == 1  # at once
     monkeypatch.setattr(hy, "CLAIM_WAIT_S", 0.0)
-    dead = SimpleNamespace(outer=Outer(partial_reads=10**9), train_knobs=me.train_knobs)
-    assert hy.Hybrid._settled_claims(dead, 4)[0].params == {"training.a": 1}  # given up on
+    unseen = SimpleNamespace(outer=Outer(partial_reads=10**9), train_knobs=me.train_knobs)
+    assert hy.Hybrid._settled_claims(unseen, 4)[0].params == {"training.a": 1}  # given up on
+    live = SimpleNamespace(outer=Outer(partial_reads=3, worker=owner()), train_knobs=me.train_knobs)
+    got = hy.Hybrid._settled_claims(live, 4)  # waited for past CLAIM_WAIT_S: its worker is alive
+    assert live.outer.reads == 4 and got[0].params == {"training.a": 1, "training.b": 2}
+    monkeypatch.setattr(hy, "CLAIM_LIVE_WAIT_S", 0.0)
+    stuck = SimpleNamespace(outer=Outer(partial_reads=10**9, worker=owner()), train_knobs=me.train_knobs)
+    assert hy.Hybrid._settled_claims(stuck, 4)[0].params == {"training.a": 1}  # not for ever
 
 
 def test_a_setting_an_earlier_run_cut_short_is_trained_first_on_resume(study_file):

@@ -75,8 +75,12 @@ MAX_REPEATS = 50
 #: seconds a worker waits before it looks again whether settings other workers are training left room in the
 #: run budget (as the runner polls for the last trials of the trial budget)
 WAIT_S = 0.5
-#: at most this long (seconds) a worker waits for an earlier claim's training knobs to be set before comparing
+#: at most this long (seconds) a worker waits for an earlier claim's training knobs to be set before comparing,
+#: when the claim's worker cannot be seen from here (another machine's, or not recorded yet)
 CLAIM_WAIT_S = 10.0
+#: the same for a claim whose worker is alive on this machine (a loaded machine may hold it back for seconds;
+#: giving up on it early lets two workers train one setting); a dead one's is not waited for
+CLAIM_LIVE_WAIT_S = 300.0
 #: sampler = "grid" or "hvi": choices made again when another worker queued the chosen setting meanwhile
 CHOOSE_TRIES = 3
 
@@ -548,16 +552,21 @@ class Hybrid(Strategy):
     def _settled_claims(self, number: int) -> list:
         """The outer study's trials once every earlier claim still running has all its training knobs: another
         worker's trial exists before the sampler has set its knobs (multivariate TPE takes milliseconds), and a
-        claim compared before its knobs are set would let two workers train one setting. A claim that stays
-        unsettled for CLAIM_WAIT_S (its worker died before suggesting) is not waited for any longer."""
+        claim compared before its knobs are set would let two workers train one setting. A claim whose worker
+        died (on this machine) is not waited for; one whose worker is alive here, for at most CLAIM_LIVE_WAIT_S;
+        one whose worker cannot be told from here (another machine's, or not recorded yet), CLAIM_WAIT_S."""
         from optuna.trial import TrialState
 
-        deadline = time.monotonic() + CLAIM_WAIT_S
+        from dse.search.runguard import owner_alive
+
+        start = time.monotonic()
         while True:
             trials = self.outer.get_trials(deepcopy=False)
-            if time.monotonic() > deadline or not any(
-                    t.state == TrialState.RUNNING and t.number < number and len(t.params) < len(self.train_knobs)
-                    for t in trials):
+            alive = [owner_alive(t.user_attrs.get("worker", "")) for t in trials if t.state == TrialState.RUNNING
+                     and t.number < number and len(t.params) < len(self.train_knobs)]
+            waited = time.monotonic() - start
+            if not any(a is True and waited <= CLAIM_LIVE_WAIT_S or a is None and waited <= CLAIM_WAIT_S
+                       for a in alive):
                 return trials
             time.sleep(0.01)
 
