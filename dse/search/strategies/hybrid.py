@@ -571,6 +571,7 @@ class Hybrid(Strategy):
             time.sleep(0.01)
 
     def _setting(self, ot: optuna.Trial) -> list[float]:
+        ot.set_user_attr("worker", owner())  # first: a worker waiting on this claim sees it is alive
         import optuna
         from optuna.trial import TrialState
 
@@ -578,7 +579,6 @@ class Hybrid(Strategy):
         from models.surrogate.evaluation import SurrogateDiverged
 
         spec, runner = self.spec, self.runner
-        ot.set_user_attr("worker", owner())
         if self.chooses and "fixed_params" not in self.outer._storage.get_trial_system_attrs(ot._trial_id):
             # not popped from the queue: no queued setting was left for this trial (another worker took the one
             # this worker queued); the outer sampler would propose a setting here, which this strategy does not
