@@ -376,3 +376,29 @@ def test_a_study_file_cannot_open_a_hybrid_studys_own_outer_study(study_file, cl
     assert r.returncode == 2 and "is the hybrid strategy's own study of 'tiny'" in r.stderr, r.stderr
     assert len(outer.get_trials()) == before
     assert cli("run", other, "--trials", "1", "--quiet").returncode == 0  # its own storage: no clash
+
+
+def test_a_setting_whose_points_the_trial_budget_cut_enters_the_rest_when_the_run_resumes(study_file):
+    """A run that reaches its trial budget in the middle of a setting's sub-front enters only part of it; a
+    resumed run with a larger budget used to go on to new settings and never enter the rest (the setting
+    counts as searched). It now enters them first: the two runs hold the points one run of the larger budget
+    holds (the grid walk's order does not depend on the history)."""
+    text = study_file.read_text().replace('sampler = "nsga2"', 'sampler = "grid"')
+    study_file.write_text(text)
+    one = replace(_hybrid(study_file), trials=12)
+    res = run(one)
+    assert res["finished"] == 12
+    _, main = _outer_and_main(one, study_file)
+    want = sorted(str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,)))
+    (study_file.parent / "tiny.db").unlink()
+    assert run(replace(one, trials=4))["finished"] == 4  # the second setting's sub-front cut after its first point
+    outer, main = _outer_and_main(one, study_file)
+    cut = outer.get_trials()[-1]
+    assert cut.user_attrs["points_left"] == 2 and cut.user_attrs["entered_points"] == 1
+    res = run(one)
+    got = sorted(str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,)))
+    assert got == want
+    finish = [t for t in outer.get_trials() if t.user_attrs.get("finish_of") == cut.number]
+    assert len(finish) == 1 and finish[0].user_attrs["entered_points"] == 2
+    assert "points_left" not in finish[0].user_attrs
+    assert res["surrogate_runs"] == 4  # settings, each once (the finished one is not a second setting)

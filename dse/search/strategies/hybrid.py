@@ -309,10 +309,11 @@ class Hybrid(Strategy):
         except KeyError:
             return None
         trials = outer.get_trials(deepcopy=False)
-        trained = [t for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("trained")]
+        # by setting: one trained again to enter the rest of its points (finish_of) counts once
+        trained = {_key(t.params) for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("trained")}
         entered = {t.user_attrs.get("training_trial") for t in study.get_trials(deepcopy=False)
                    if t.state.name == "COMPLETE"}
-        n_in = sum(1 for t in trained if t.number in entered)
+        n_in = len({_key(t.params) for t in trials if t.number in entered} & trained)
         used, _ = training_runs(spec, trials)
         bad = len({_key(t.params) for t in trials if t.user_attrs.get("diverged")})
         out = (f"{len(trained)} training settings trained on {used} surrogate runs"
@@ -540,7 +541,14 @@ class Hybrid(Strategy):
         (its outer trial failed with no reason of its own, marked ``cut_short``) and that no other trial has
         taken since: a resumed run finishes it from the seeds the cache holds, instead of leaving those runs
         counted with no point entered (a sampler seldom proposes one setting twice). A dead worker's setting is
-        not marked: the dead-worker recovery (or Optuna's heartbeat) queues its retry."""
+        not marked: the dead-worker recovery (or Optuna's heartbeat) queues its retry.
+
+        And each setting whose sub-front the trial budget cut (its latest complete outer trial marked
+        ``points_left``: a run that reached its budget with part of the sub-front not entered), unless a trial
+        of it waits or runs: queued with ``finish_of``, it is costed again from the cache and enters the rest,
+        so that a run resumed with a larger budget holds the points one longer run would."""
+        from optuna.trial import TrialState
+
         trials = self.outer.get_trials(deepcopy=False)
         taken = taken_settings(trials)
         for t in trials:
@@ -548,6 +556,12 @@ class Hybrid(Strategy):
                     and _key(t.params) not in taken):
                 queue(self.outer, t.params, by=self.me, retry_of=t.number)
                 taken.add(_key(t.params))
+        latest = {_key(t.params): t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("trained")}
+        busy = {_key(t.system_attrs.get("fixed_params") or t.params) for t in trials
+                if t.state in (TrialState.WAITING, TrialState.RUNNING)}
+        for k, t in latest.items():
+            if t.user_attrs.get("points_left") and k not in busy:
+                queue(self.outer, t.params, by=self.me, finish_of=t.number)
 
     def _settled_claims(self, number: int) -> list:
         """The outer study's trials once every earlier claim still running has all its training knobs: another
@@ -590,7 +604,10 @@ class Hybrid(Strategy):
         tparams = {n: suggest(ot, n, k) for n, k in self.train_knobs}
         same = [t for t in self._settled_claims(ot.number) if t.number != ot.number and t.params == tparams]
         done = [t for t in same if t.state == TrialState.COMPLETE]
-        if done:  # trained already: tell the sampler its result again, train nothing
+        # queued to enter the points of its sub-front a trial budget cut (_requeue_cut_settings): trained
+        # already, on purpose
+        finish = "finish_of" in self.outer._storage.get_trial(ot._trial_id).user_attrs
+        if done and not finish:  # trained already: tell the sampler its result again, train nothing
             ot.set_user_attr("same_as", done[0].number)
             return list(done[0].values)
         bad = [t for t in same if t.state == TrialState.FAIL and t.user_attrs.get("diverged")]
@@ -649,6 +666,8 @@ class Hybrid(Strategy):
             fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
             new = fresh[:runner.remaining()]
             self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number, n)
+            if len(fresh) > self.entered:  # the trial budget held no more: a resumed run enters the rest
+                ot.set_user_attr("points_left", len(fresh) - self.entered)
         except KeyboardInterrupt:
             _mark_cut(ot)
             raise
@@ -750,7 +769,7 @@ class Hybrid(Strategy):
 
     def figures(self) -> dict:
         trials = self.outer.get_trials(deepcopy=False)
-        out = {"surrogate_runs": sum(1 for t in trials if t.user_attrs.get("trained")),
+        out = {"surrogate_runs": len({_key(t.params) for t in trials if t.user_attrs.get("trained")}),
                "training_runs": training_runs(self.spec, trials)[0]}
         if self.spent:
             out["stop_reason"] = budget_spent(self.spec, out["training_runs"])
