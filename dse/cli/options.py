@@ -17,7 +17,9 @@ ACCEPT_OPT = typer.Option(False, "--accept-changes",
                                "constraints. Without it such a run stops with exit code 2.")
 STORAGE_OPT = typer.Option(None, "--storage", envvar="DSE_STORAGE",
                            help="Storage URL (sqlite:///FILE.db, postgresql://USER:PW@HOST/DB, "
-                                "journal:///FILE.log). Default: a SQLite file <name>.db beside the study file. "
+                                "journal:///FILE.log). Default: the study's file beside the study file: "
+                                "<name>.db (SQLite), or <name>.journal (a journal file, what runs on several "
+                                "workers make). "
                                 "Env: DSE_STORAGE.")
 
 

@@ -95,7 +95,7 @@ def pipeline(
     microbatches: Annotated[int, typer.Option("--microbatches", "-m", help="Micro-batches per step.")] = 8,
     schedule: Annotated[str, typer.Option(
         "--schedule", "-s", help=f"{', '.join(SCHEDULES)}; a comma-separated list, or "
-                                 "all.")] = "1f1b",
+                                 "all (every schedule that runs --chunks model chunks per device).")] = "1f1b",
     chunks: Annotated[int, typer.Option("--chunks", "-v", help="Model chunks per device (1f1b-interleaved).")] = 1,
     tf: Annotated[Optional[float], typer.Option("--tf", help="Forward time of one micro-batch per stage.")] = None,
     tb: Annotated[Optional[float], typer.Option("--tb", help="Input-gradient time per micro-batch per stage.")] = None,
@@ -149,6 +149,10 @@ def pipeline(
                           ("--width", width, None)):
         check_number(v, opt, field)  # finite, and small enough that no time, count or chart size overflows
     names = _schedules(schedule, chunks)
+    if schedule == "all" and (left := [n for n in SCHEDULES if n not in names]):
+        typer.echo(f"note: --schedule all: {', '.join(left)} left out (for "
+                   + ("one model chunk per device: --chunks 1)" if chunks > 1 else
+                      "several model chunks per device: --chunks 2 or more)"), err=True)
     if trace is not None:
         check_file(trace, "--trace")
     if not 0.0 <= gp_fraction <= 1.0:

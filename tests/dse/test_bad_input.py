@@ -366,8 +366,12 @@ def test_pipeline_at_the_weight_layer_count_and_all_schedules_still_run(tmp_path
     assert r.returncode == 0, r.stderr
     r = dse(tmp_path, "pipeline", "--schedule", "all", "--tf", "1", "--tb", "1", "--tw", "1", "--width", "0")
     assert r.returncode == 0 and "1f1b-interleaved" not in r.stdout and "zb-h2" in r.stdout, r.stderr
+    # and says what it left out, and why (it said nothing)
+    assert r.stderr.strip() == ("note: --schedule all: 1f1b-interleaved left out (for several model chunks per "
+                                "device: --chunks 2 or more)")
     r = dse(tmp_path, "pipeline", "--schedule", "all", "--chunks", "2", "--tf", "1", "--tb", "1", "--tw", "1")
     assert r.returncode == 0 and "1f1b-interleaved" in r.stdout, r.stderr
+    assert "gpipe" in r.stderr and "left out (for one model chunk per device: --chunks 1)" in r.stderr
 
 
 # -- storages -------------------------------------------------------------------------------------------
