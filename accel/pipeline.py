@@ -501,10 +501,12 @@ def simulate(costs: StageCosts, schedule: str = "1f1b", microbatches: int = 8, *
             pu, pb = max(pu, u), max(pb, b)
         peak_u.append(round(pu, 9))
         peak_b.append(pb)
-    bubble = 1.0 - sum(busy) / (p * span) if span > 0 else 0.0
+    # (a device busy for the whole span sums its ops' times in another order than the span: rounding would
+    # show it idle for -1e-15)
+    bubble = max(1.0 - sum(busy) / (p * span), 0.0) if span > 0 else 0.0
     return PipelineStep(schedule=name, stages=p, microbatches=m,
                         chunks=v, gp=gp, makespan=makespan, span=span, bubble_rate=bubble,
-                        busy=tuple(busy), idle=tuple(span - b for b in busy), peak_act=tuple(peak_u),
+                        busy=tuple(busy), idle=tuple(max(span - b, 0.0) for b in busy), peak_act=tuple(peak_u),
                         peak_act_bytes=tuple(peak_b), link_bytes=link_bytes, timeline=tuple(OpRecord(*x) for x in rec))
 
 
