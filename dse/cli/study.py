@@ -206,6 +206,8 @@ def status(study_file: Path = STUDY_ARG, storage: Optional[str] = STORAGE_OPT,
             v = ", ".join(f"{a} {b}" for a, b in v.items() if b)
         elif isinstance(v, list):
             v = "; ".join(v) or "-"
+        elif isinstance(v, float):  # the hypervolume: as the run summary prints it (--json keeps every digit)
+            v = f"{v:.6g}"
         typer.echo(f"{k:12s} {v}")
 
 
