@@ -128,8 +128,8 @@ def scalesim_ratio():
 
 
 #: earlier versions of the model to time against: label -> git commit
-EARLIER = {"before issue 17 (im2col DRAM traffic)": "3688f8b",
-           "issue 17's model before this speed-up": "be1186f"}
+EARLIER = {"before the per-dataflow energy model": "3688f8b",
+           "that model before this speed-up": "be1186f"}
 
 _REPO = Path(__file__).resolve().parents[1]
 
