@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -106,8 +107,30 @@ def main(argv: list[str] | None = None) -> None:
                 shown(message, category, *args, **kw)
 
         warnings.showwarning = show
-        with _sigterm_interrupts():
-            _main(argv, debug)
+        previous_hook = threading.excepthook
+        threading.excepthook = _thread_hook(previous_hook, debug)
+        try:
+            with _sigterm_interrupts():
+                _main(argv, debug)
+        finally:
+            threading.excepthook = previous_hook
+
+
+def _thread_hook(previous, debug: bool):
+    """``threading.excepthook`` for a command: Optuna's heartbeat thread (PostgreSQL studies) printed its own
+    traceback when the server was lost, beside the one line the run says about it; that one is quiet now
+    (unless --debug). Every other thread's exception goes to ``previous``."""
+
+    def hook(args) -> None:
+        name = getattr(args.thread, "name", "") or ""
+        if not (debug or _state["debug"]) and name.endswith("(_record_heartbeat)"):
+            from dse.search.storage import fault_of
+
+            if args.exc_value is not None and fault_of(args.exc_value) is not None:
+                return
+        previous(args)
+
+    return hook
 
 
 def _raise_interrupt(signum, frame):

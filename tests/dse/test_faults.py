@@ -747,3 +747,41 @@ def test_a_lost_database_server_is_a_storage_fault_not_an_internal_error():
     assert storage.fault_of(sqlalchemy.exc.OperationalError("x", {}, Deadlock("deadlock detected"))) is None
     refused = OperationalError("connection failed: Connection refused")  # no SQL state: the server is gone
     assert storage.fault_of(sqlalchemy.exc.OperationalError("x", {}, refused)) == storage.CONNECTION_LOST
+
+
+def test_optunas_heartbeat_thread_losing_the_server_prints_no_traceback_of_its_own(monkeypatch):
+    """A PostgreSQL server lost mid-run: Optuna's heartbeat thread died with its own traceback beside the
+    run's one line. Within a dse command that thread's storage fault is quiet (not with --debug); any other
+    exception of a thread goes to the hook there was (Python's: its traceback), which is back afterwards."""
+    import threading
+
+    import sqlalchemy.exc
+
+    import dse.cli.app  # noqa: F401
+
+    app = sys.modules["dse.cli.app"]  # (dse.cli's `app` is the typer app)
+    OperationalError = type("OperationalError", (Exception,), {"__module__": "psycopg"})
+    lost = sqlalchemy.exc.OperationalError("UPDATE", {}, OperationalError("server closed the connection"))
+
+    def raiser(e):
+        def _record_heartbeat():  # the name Optuna's thread target has: the thread is named after it
+            raise e
+        return _record_heartbeat
+
+    def fake_main(argv, debug):
+        for e in (lost, ValueError("a bug in a thread")):
+            t = threading.Thread(target=raiser(e))
+            t.start()
+            t.join()
+        sys.exit(0)
+
+    seen = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(type(args.exc_value).__name__))
+    before = threading.excepthook
+    monkeypatch.setattr(app, "_main", fake_main)
+    for argv, shown in ((["models"], ["ValueError"]), (["--debug", "models"], ["OperationalError", "ValueError"])):
+        seen.clear()
+        with pytest.raises(SystemExit):
+            app.main(argv)
+        assert seen == shown
+        assert threading.excepthook is before  # restored when the command ends (in-process callers)
