@@ -14,7 +14,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Callable
 
-__all__ = ["SAMPLERS", "make_sampler", "check_sampler"]
+__all__ = ["SAMPLERS", "make_sampler", "check_sampler", "grid_untried"]
 
 
 @contextmanager
@@ -98,10 +98,54 @@ def _hvi(spec, seed: int):
     return optuna.samplers.RandomSampler(seed=seed)
 
 
+def grid_untried(names: list[str], points, trials, *, running: bool = False) -> list[int]:
+    """The indices of ``points`` (value tuples of the knobs ``names``) that no trial of ``trials`` has tried:
+    tried means complete, or failed for a reason of its own -- not a trial interrupted or whose worker died
+    (its point is retried), nor one pruned (a budget overflow, a claim); with ``running``, a running trial's
+    point counts as tried too."""
+    from optuna.trial import TrialState
+
+    tried = set()
+    for t in trials:
+        if not all(n in t.params for n in names):
+            continue
+        reason = t.user_attrs.get("fail_reason", "")
+        if (t.state == TrialState.COMPLETE or running and t.state == TrialState.RUNNING
+                or t.state == TrialState.FAIL and reason and not reason.startswith("interrupted")):
+            tried.add(tuple(t.params[n] for n in names))
+    return [i for i, p in enumerate(points) if tuple(p) not in tried]
+
+
 def _grid(spec, seed: int):
     import optuna
 
-    return optuna.samplers.GridSampler(spec.space.grid(), seed=seed)
+    class StudyGridSampler(optuna.samplers.GridSampler):
+        """Optuna's grid sampler, with a point counted as tried by its values over the trials that count
+        (:func:`grid_untried`), not by the ``grid_id`` its trial was given: Optuna numbers the points by a
+        shuffle that follows the sampler's seed and gives the first trials the point of their trial number
+        unchecked, so a resumed run or another worker (dse seeds named samplers by worker and history)
+        repeated points and took untried ones as tried; and an interrupted trial, never evaluated, counted
+        as tried. Each trial takes the first untried point at or after its trial number in the grid's order
+        (the study seed's shuffle, the same for every worker and run), so that workers asking at once take
+        different points."""
+
+        def before_trial(self, study, trial) -> None:
+            # (Optuna's private attributes _all_grids, _param_names, _search_space: optuna>=5,<6)
+            if "grid_id" in trial.system_attrs or "fixed_params" in trial.system_attrs:
+                return  # a retry or a queued trial: its values are given
+            n = len(self._all_grids)
+            left = self._get_unvisited_grid_ids(study) or list(range(n))  # (all tried: one again, then stop)
+            gid = min(left, key=lambda i: (i - trial.number) % n)
+            study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
+            study._storage.set_trial_system_attr(trial._trial_id, "grid_id", gid)
+
+        def _get_unvisited_grid_ids(self, study) -> list[int]:
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            return (grid_untried(self._param_names, self._all_grids, trials, running=True)
+                    or grid_untried(self._param_names, self._all_grids, trials))
+
+    # the study's own seed, not the worker's: one order of the grid for every worker and resumed run
+    return StudyGridSampler(spec.space.grid(), seed=spec.seed)
 
 
 #: name -> factory(spec, seed) -> an Optuna sampler

@@ -5,7 +5,9 @@ instance passed through the Python API."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
+from dataclasses import replace
 
 import optuna
 import pytest
@@ -114,6 +116,17 @@ def test_a_sampler_that_is_neither_a_name_nor_an_optuna_sampler_is_refused(study
         dse.run(spec, sampler=optuna.samplers.RandomSampler)  # the class, not an instance
 
 
+def _grid_study(tmp_path, trials):
+    text = edit('rows = [8, 16, 32]\ncols = [8, 16, 32]\nbandwidth_gbps = [6.4, 25.6]', 'rows = [8, 16, 32]',
+                edit('sampler = "nsga2"', 'sampler = "grid"', edit("trials = 12", f"trials = {trials}")))
+    return text, load_study(write_study(tmp_path, text))  # a grid of 2 x 3 x 2 = 12 points
+
+
+def _points(spec, tmp_path, name="tiny.db"):
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / name}")
+    return study, [tuple(sorted(t.params.items())) for t in study.trials]
+
+
 @pytest.mark.parametrize("trials", [20, 12])
 def test_the_grid_sampler_ends_the_run_when_its_grid_is_done(tmp_path, trials):
     """Optuna's grid sampler stops the study once every point is tried; a run of one trial at a time used to
@@ -122,18 +135,58 @@ def test_the_grid_sampler_ends_the_run_when_its_grid_is_done(tmp_path, trials):
     from dse.search.runner import run_study
     from dse.search.strategies.joint import Joint
 
-    text = edit('rows = [8, 16, 32]\ncols = [8, 16, 32]\nbandwidth_gbps = [6.4, 25.6]', 'rows = [8, 16, 32]',
-                edit('sampler = "nsga2"', 'sampler = "grid"', edit("trials = 12", f"trials = {trials}")))
-    spec = load_study(write_study(tmp_path, text))
+    text, spec = _grid_study(tmp_path, trials)
     res = run_study(spec)
     assert res["finished"] == 12
-    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
-    assert len({tuple(sorted(t.params.items())) for t in study.trials}) == 12  # no point twice
+    study, pts = _points(spec, tmp_path)
+    assert len(set(pts)) == 12  # no point twice
     if trials > 12:
-        assert res["exhausted"] and not res["covered"]
+        assert res["exhausted"] and not res["covered"] and res["stop_reason"] == Joint.GRID_DONE
         with dse.open_study(spec) as s:
             assert s.status()["ended_early"] == Joint.GRID_DONE
     else:
         assert not res["exhausted"] and res["covered"] == Joint.GRID_DONE  # the stopping signal: nothing left
     nsga = load_study(write_study(tmp_path, text.replace('"grid"', '"random"'), name="r.toml"))
     assert Joint.covered(nsga, study) is None  # a study another sampler searches is never "covered" this way
+
+
+def test_a_resumed_grid_run_tries_the_points_left_and_an_interrupted_one(tmp_path):
+    """The grid sampler's own numbering of points follows its seed, which dse derives from the worker and the
+    run's history: a resumed run counted the first run's points as others and ended with points untried
+    while saying all were. Points are told by their values now; and an interrupted trial's point (never
+    evaluated) is not counted as tried."""
+    from optuna.trial import TrialState
+
+    from dse.search.runner import run_study
+    from dse.search.strategies.joint import Joint
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=4))["finished"] == 4
+    study, pts = _points(spec, tmp_path)
+    first = study.trials[0]
+    grid = spec.space.grid()
+    untried = next(p for p in itertools.product(*grid.values())
+                   if tuple(sorted(zip(grid, p))) not in set(pts))
+    study.add_trial(optuna.trial.create_trial(  # what a Ctrl-C leaves: failed, "interrupted", never evaluated
+        state=TrialState.FAIL, params=dict(zip(grid, untried)), distributions=first.distributions,
+        user_attrs={"fail_reason": "interrupted (Ctrl-C)"}))
+    res = run_study(spec)
+    study, pts = _points(spec, tmp_path)
+    done = [tuple(sorted(t.params.items())) for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(set(done)) == 12 and len(done) == 12  # every point once, the interrupted one included
+    assert tuple(sorted(zip(grid, untried))) in done
+    assert res["stop_reason"] == Joint.GRID_DONE
+
+
+def test_two_workers_on_a_grid_try_every_point_and_say_so(tmp_path):
+    from optuna.trial import TrialState
+
+    from dse.search.strategies.joint import Joint
+
+    _, spec = _grid_study(tmp_path, 20)
+    res = dse.run(spec, workers=2, quiet=True)
+    assert res["exhausted"] and not res["worker_errors"]
+    with dse.open_study(spec) as s:
+        done = [tuple(sorted(t.params.items())) for t in s.optuna.trials if t.state == TrialState.COMPLETE]
+        assert s.status()["ended_early"] == Joint.GRID_DONE
+    assert len(set(done)) == 12 and len(done) <= 13  # (two workers may meet on the last point)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import itertools
 
 from dse.search.strategies.base import Strategy
 
@@ -15,21 +15,32 @@ class Joint(Strategy):
 
     name = "joint"
     summary = "Optuna samples every knob"
-    stop_reason = GRID_DONE = ("the sampler stopped the search: it has nothing left to propose (sampler = \"grid\": "
-                               "every point of the space's grid has been tried)")
+    GRID_DONE = "the grid sampler has tried every point of the space's grid (sampler = \"grid\")"
+    stop_reason = ("the sampler stopped the search (Optuna's Study.stop): it has nothing left to propose; the grid "
+                   "sampler does so once every point of the space's grid has been tried")
 
     @classmethod
     def covered(cls, spec, study) -> str | None:
-        """With ``sampler = "grid"``: every point of the grid tried (Optuna's grid sampler marks each trial
-        with its ``grid_id``), so more trials would only repeat points."""
+        """With ``sampler = "grid"``: every point of the grid tried (by its values, over the trials that
+        count: :func:`dse.search.samplers.grid_untried`), so more trials would only repeat points."""
         if spec.sampler != "grid":
             return None
-        size = math.prod(len(v) for v in spec.space.grid().values())
-        tried = {t.system_attrs.get("grid_id") for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
-        return cls.GRID_DONE if len(tried - {None}) >= size else None
+        from dse.search.samplers import grid_untried
+
+        grid = spec.space.grid()
+        left = grid_untried(list(grid), itertools.product(*grid.values()), study.get_trials(deepcopy=False))
+        return None if left else cls.GRID_DONE
+
+    def figures(self) -> dict:
+        if not self.stopped:
+            return {}
+        return {"stop_reason": self.covered(self.spec, self.runner.study) or self.stop_reason}
+
+    stopped = False  # the sampler stopped the study
 
     def step(self) -> bool:
         from dse.search.study import optimize_one  # (deferred: a study file is read without importing Optuna)
 
         r = self.runner
-        return optimize_one(r.study, r.objective)  # False: the sampler stopped the study (its grid is done)
+        self.stopped = not optimize_one(r.study, r.objective)  # the sampler stopped the study (its grid is done)
+        return not self.stopped
