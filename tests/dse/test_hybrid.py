@@ -8,8 +8,10 @@ from dataclasses import replace
 import moocore
 import numpy as np
 import optuna
+import pytest
 from optuna.trial import TrialState
 
+import dse
 from accel import HardwareArray
 from dse.evaluation.evaluator import evaluate, hardware_metrics
 from dse.search.runner import run_study as run
@@ -378,27 +380,67 @@ def test_a_study_file_cannot_open_a_hybrid_studys_own_outer_study(study_file, cl
     assert cli("run", other, "--trials", "1", "--quiet").returncode == 0  # its own storage: no clash
 
 
-def test_a_setting_whose_points_the_trial_budget_cut_enters_the_rest_when_the_run_resumes(study_file):
+@pytest.mark.parametrize("inner_points", [None, 12])
+def test_a_setting_whose_points_the_trial_budget_cut_enters_the_rest_when_the_run_resumes(study_file, inner_points):
     """A run that reaches its trial budget in the middle of a setting's sub-front enters only part of it; a
     resumed run with a larger budget used to go on to new settings and never enter the rest (the setting
-    counts as searched). It now enters them first: the two runs hold the points one run of the larger budget
-    holds (the grid walk's order does not depend on the history)."""
+    counts as searched). It now enters them first: the cut setting holds the points one run of the larger
+    budget gives it -- its hardware sample too, when the grid is sampled (inner_points) -- and, on the whole
+    grid, the two runs hold the points one run holds (the grid walk's order does not depend on the history)."""
     text = study_file.read_text().replace('sampler = "nsga2"', 'sampler = "grid"')
     study_file.write_text(text)
     one = replace(_hybrid(study_file), trials=12)
+    if inner_points:
+        one = one.with_overrides(inner_points=inner_points)
+
+    def points(main, setting=None):
+        return sorted(str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,))
+                      if setting is None or all(t.params[k] == v for k, v in setting.items()))
+
     res = run(one)
     assert res["finished"] == 12
-    _, main = _outer_and_main(one, study_file)
-    want = sorted(str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,)))
+    outer, main = _outer_and_main(one, study_file)
+    want = points(main)
+    first, second = (t.user_attrs["entered_points"] for t in outer.get_trials()[:2])
+    assert second >= 2
     (study_file.parent / "tiny.db").unlink()
-    assert run(replace(one, trials=4))["finished"] == 4  # the second setting's sub-front cut after its first point
+    # the second setting's sub-front cut after its first point
+    assert run(replace(one, trials=first + 1))["finished"] == first + 1
     outer, main = _outer_and_main(one, study_file)
     cut = outer.get_trials()[-1]
-    assert cut.user_attrs["points_left"] == 2 and cut.user_attrs["entered_points"] == 1
+    assert cut.user_attrs["points_left"] == second - 1 and cut.user_attrs["entered_points"] == 1
+    with dse.open_study(one) as s:  # the stopping signal does not say more trials would run nothing new
+        assert "nothing new" not in s.status()["last_10pct"]
     res = run(one)
-    got = sorted(str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,)))
-    assert got == want
+    got = points(main, cut.params)
+    assert len(got) == second and set(got) <= set(want)  # the sub-front one run gives it, whole
     finish = [t for t in outer.get_trials() if t.user_attrs.get("finish_of") == cut.number]
-    assert len(finish) == 1 and finish[0].user_attrs["entered_points"] == 2
+    assert len(finish) == 1 and finish[0].user_attrs["entered_points"] == second - 1
+    assert finish[0].user_attrs["seeds"] == cut.user_attrs["seeds"]  # costed again on the same seeds
     assert "points_left" not in finish[0].user_attrs
-    assert res["surrogate_runs"] == 4  # settings, each once (the finished one is not a second setting)
+    trained = [str(sorted(t.params.items())) for t in outer.get_trials() if t.user_attrs.get("trained")]
+    assert res["surrogate_runs"] == len(set(trained)) == len(trained) - 1  # the finished one not a second setting
+    if not inner_points:
+        assert points(main) == want
+
+
+def test_points_pruned_when_other_workers_met_the_budget_are_entered_when_the_run_resumes(study_file, monkeypatch):
+    """Under several workers a setting's points are created and then pruned ("budget reached by other
+    workers") when the others met the budget first: they count in points_left, and the resumed run's finish
+    enters them (it skipped them as if they were in the study)."""
+    from dse.search.runner import Runner
+
+    study_file.write_text(study_file.read_text().replace('sampler = "nsga2"', 'sampler = "grid"'))
+    one = replace(_hybrid(study_file), trials=12)
+    real = Runner.remaining
+    monkeypatch.setattr(Runner, "remaining", lambda self: real(self) + 5)  # as if the others had not met it
+    assert run(replace(one, trials=4))["finished"] == 4
+    monkeypatch.setattr(Runner, "remaining", real)
+    outer, main = _outer_and_main(one, study_file)
+    cut = outer.get_trials()[-1]
+    pruned = [t for t in main.get_trials(states=(TrialState.PRUNED,))
+              if t.user_attrs.get("training_trial") == cut.number]
+    assert pruned and cut.user_attrs["points_left"] == len(pruned)
+    run(one)
+    entered = {str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,))}
+    assert {str(sorted(t.params.items())) for t in pruned} <= entered

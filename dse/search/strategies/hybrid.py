@@ -80,7 +80,7 @@ WAIT_S = 0.5
 CLAIM_WAIT_S = 10.0
 #: the same for a claim whose worker is alive on this machine (a loaded machine may hold it back for seconds;
 #: giving up on it early lets two workers train one setting); a dead one's is not waited for
-CLAIM_LIVE_WAIT_S = 300.0
+CLAIM_LIVE_WAIT_S = 60.0
 #: sampler = "grid" or "hvi": choices made again when another worker queued the chosen setting meanwhile
 CHOOSE_TRIES = 3
 
@@ -335,6 +335,9 @@ class Hybrid(Strategy):
         except KeyError:
             return None
         trials = outer.get_trials(deepcopy=False)
+        latest = {_key(t.params): t for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("trained")}
+        if any(t.user_attrs.get("points_left") for t in latest.values()):
+            return None  # a resumed run enters the rest of a sub-front the trial budget cut (on no new run)
         if spec.runs is not None:
             used, _ = training_runs(spec, trials)
             if not fits(spec, used):
@@ -444,9 +447,12 @@ class Hybrid(Strategy):
             used, busy = training_runs(self.spec, trials)
             # a setting queued for this worker that holds runs already (a retry of one cut short) needs only the
             # rest of its seeds: it may fit where a new setting does not
-            held = max((held_runs(trials, t.system_attrs.get("fixed_params", t.params)) for t in trials
+            # (a queued trial's parameters wait in its fixed_params; one queued to enter the rest of a sub-front,
+            # finish_of, trains no new seed: it needs no room)
+            held = max((self.spec.seeds_max if "finish_of" in t.user_attrs else
+                        held_runs(trials, t.system_attrs.get("fixed_params", t.params)) for t in trials
                         if t.state == TrialState.WAITING and self._mine(t)),
-                       default=0)  # (a queued trial's parameters wait in its fixed_params)
+                       default=0)
             if not fits(self.spec, used, held=held):
                 self.spent = True
                 return False  # no further setting fits the run budget
@@ -606,8 +612,11 @@ class Hybrid(Strategy):
         done = [t for t in same if t.state == TrialState.COMPLETE]
         # queued to enter the points of its sub-front a trial budget cut (_requeue_cut_settings): trained
         # already, on purpose
-        finish = "finish_of" in self.outer._storage.get_trial(ot._trial_id).user_attrs
-        if done and not finish:  # trained already: tell the sampler its result again, train nothing
+        finish_of = self.outer._storage.get_trial(ot._trial_id).user_attrs.get("finish_of")
+        # (the trial it finishes: its seeds are the ones to cost again, so that the rest of the same sub-front
+        # is entered, from the cache, on no new run)
+        finish = next((t for t in done if t.number == finish_of and "seeds" in t.user_attrs), None)
+        if done and finish is None:  # trained already: tell the sampler its result again, train nothing
             ot.set_user_attr("same_as", done[0].number)
             return list(done[0].values)
         bad = [t for t in same if t.state == TrialState.FAIL and t.user_attrs.get("diverged")]
@@ -620,8 +629,8 @@ class Hybrid(Strategy):
         if busy:
             ot.set_user_attr("fail_reason", f"being trained by another worker (training trial {busy[0].number})")
             raise optuna.TrialPruned("claimed by another worker")
-        if spec.runs is not None:  # another worker may have claimed the room step() saw: earlier claims first
-            trials = self.outer.get_trials(deepcopy=False)
+        if spec.runs is not None and finish is None:  # another worker may have claimed the room step() saw:
+            trials = self.outer.get_trials(deepcopy=False)             # earlier claims first
             used, earlier = training_runs(spec, trials, before=(ot.datetime_start, ot.number))
             if not fits(spec, used, earlier, held=held_runs(trials, tparams)):
                 self.waited = True
@@ -637,11 +646,16 @@ class Hybrid(Strategy):
                 # seeds_min seeds, and more while a point of the setting is on the front or within noise of it
                 def at(n):
                     ot.set_user_attr("seeds", n)  # before training: a failed or cut setting still counts its runs
-                    return self._costed(spec.seeded(base, n), ot.number)
+                    # (a finish costs the hardware candidates of the trial it finishes: a sample is seeded by it)
+                    return self._costed(spec.seeded(base, n), ot.number if finish is None else finish.number)
 
-                (sur, gpf, keep, metrics, idx, best), n = race(
-                    spec, at, lambda: load_points(runner.study, spec),
-                    start_seeds(spec, base.training, spec.needed_metrics))
+                if finish is not None:
+                    n = int(finish.user_attrs["seeds"])
+                    (sur, gpf, keep, metrics, idx, best), _ = at(n)
+                else:
+                    (sur, gpf, keep, metrics, idx, best), n = race(
+                        spec, at, lambda: load_points(runner.study, spec),
+                        start_seeds(spec, base.training, spec.needed_metrics))
         except (ValueError, TypeError, FloatingPointError, SurrogateDiverged) as e:
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
             if isinstance(e, SurrogateDiverged):
@@ -663,6 +677,9 @@ class Hybrid(Strategy):
         try:  # its points costed and entered: cut short here too, the setting is queued again on resume
             runner.refresh()
             entered = runner.tracker.keys
+            if finish is not None:  # points pruned when other workers met the budget were never entered
+                entered = {_key(t.params) for t in runner.study.get_trials(deepcopy=False)
+                           if t.state != TrialState.PRUNED}
             fresh = [i for i in idx if _key({**tparams, **keep[i]}) not in entered]
             new = fresh[:runner.remaining()]
             self.entered = self._enter([{**tparams, **keep[i]} for i in new], sur, gpf, ot.number, n)
