@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     args = list(argv if argv is not None else sys.argv[1:])
     head = args[:args.index("--")] if "--" in args else args
     debug = "--debug" in head
-    if debug and args[0] != "--debug":  # `dse run s.toml --debug` as `dse --debug run s.toml` (typer's option
-        args.remove("--debug")          # belongs to the group): where a user adds it, after the command
-        args.insert(0, "--debug")
+    if debug:  # `dse run s.toml --debug` as `dse --debug run s.toml` (typer's option belongs to the group):
+        cut = len(head)  # where a user adds it, after the command; once, however often it is given
+        args = ["--debug"] + [a for a in args[:cut] if a != "--debug"] + args[cut:]
     argv = args
     with warnings.catch_warnings():  # restores the warning machinery when main returns (in-process callers)
         shown = warnings.showwarning

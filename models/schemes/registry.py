@@ -79,8 +79,8 @@ class SchemeRecord:
         try:
             module = importlib.import_module(self.module)
         except ModuleNotFoundError as exc:
-            if exc.name != self.module:
-                raise
+            if exc.name is None or not (self.module == exc.name or self.module.startswith(exc.name + ".")):
+                raise  # a module it imports is missing: not the record's slip
             raise ValueError(f"scheme {self.name!r}: its module {self.module!r} (SchemeRecord) does not exist: "
                              f"no file {self.path}") from None
         value = getattr(module, attr, None)

@@ -53,8 +53,9 @@ def test_unknown_model_is_a_one_line_usage_error():
     r = run("--debug", "models", "resnet51")
     assert r.returncode == 2 and "Traceback" in r.stderr
     # where a user adds it, after the command (an error's hint says "rerun with --debug"): the same
-    r = run("models", "resnet51", "--debug")
-    assert r.returncode == 2 and "Traceback" in r.stderr and "No such option" not in r.stderr
+    for args in (("models", "resnet51", "--debug"), ("--debug", "models", "resnet51", "--debug")):
+        r = run(*args)
+        assert r.returncode == 2 and "Traceback" in r.stderr and "No such option" not in r.stderr, args
 
 
 def test_shell_completion_is_installed_and_completes_commands(tmp_path):

@@ -91,6 +91,9 @@ def test_a_training_class_not_written_or_misnamed_is_reported(throwaway):
     with pytest.raises(ValueError, match=r"^scheme 'unwritten': its module 'models\.schemes\.unwritten' "
                                          r"\(SchemeRecord\) does not exist: no file models/schemes/unwritten\.py$"):
         check_complete("unwritten")
+    throwaway(SchemeRecord("pkgslip", "models.schemez.pkgslip", "predicting", training="P", cost="p_plan"))
+    with pytest.raises(ValueError, match=r"^scheme 'pkgslip': its module 'models\.schemez\.pkgslip' "):
+        check_complete("pkgslip")  # a slip in the package part of the path too
     # the module written, the class not (or misspelled in the record): the name looked for is named
     throwaway(SchemeRecord("typo", "models.schemes.controls", "predicting", training="Nul", cost="null_plan"))
     with pytest.raises(ValueError, match=r"^scheme 'typo' has no training behaviour: models/schemes/controls\.py "
