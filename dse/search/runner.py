@@ -294,8 +294,11 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
                 if b["done"] >= budget or (stop is not None and stop(study)):
                     break
                 if b["waiting"]:  # a dead worker's trial, queued again: evaluate it (any strategy)
-                    optimize_one(study, runner.objective)
+                    more = optimize_one(study, runner.objective)
                     guard.check()
+                    if not more:  # the sampler stopped the study (the retry was its grid's last point)
+                        exhausted = runner.refresh()["done"] < budget
+                        break
                     continue
                 if b["done"] + b["active"] >= budget:
                     time.sleep(poll)  # the last trials run elsewhere: wait for them (or for their retry)

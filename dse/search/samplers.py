@@ -10,6 +10,7 @@ is built, not with this module, so that a study file is validated without import
 
 from __future__ import annotations
 
+import copy
 import warnings
 from contextlib import contextmanager
 from typing import Any, Callable
@@ -143,6 +144,17 @@ def _grid(spec, seed: int):
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             return (grid_untried(self._param_names, self._all_grids, trials, running=True)
                     or grid_untried(self._param_names, self._all_grids, trials))
+
+        def after_trial(self, study, trial, state, values) -> None:
+            # the grid is done when no point is left untried once this trial ends as it does (a queued retry
+            # included: Optuna's own rule left the grid open after a queued trial took its last point)
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            done = copy.copy(trial)
+            done.state = state
+            left = grid_untried(self._param_names, self._all_grids,
+                                [done if t.number == trial.number else t for t in trials])
+            if not left:
+                study.stop()
 
     # the study's own seed, not the worker's: one order of the grid for every worker and resumed run
     return StudyGridSampler(spec.space.grid(), seed=spec.seed)

@@ -190,3 +190,23 @@ def test_two_workers_on_a_grid_try_every_point_and_say_so(tmp_path):
         done = [tuple(sorted(t.params.items())) for t in s.optuna.trials if t.state == TrialState.COMPLETE]
         assert s.status()["ended_early"] == Joint.GRID_DONE
     assert len(set(done)) == 12 and len(done) <= 13  # (two workers may meet on the last point)
+
+
+def test_a_retry_that_completes_the_grid_ends_the_run(tmp_path):
+    """A queued retry (a dead worker's trial) evaluated by the runner may be the grid's last point: the run
+    ends there instead of asking the sampler for one more, which would repeat a point."""
+    from optuna.trial import TrialState
+
+    from dse.search.runguard import queue
+    from dse.search.runner import run_study
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=11))["finished"] == 11
+    study, pts = _points(spec, tmp_path)
+    grid = spec.space.grid()
+    last = next(p for p in itertools.product(*grid.values()) if tuple(sorted(zip(grid, p))) not in set(pts))
+    queue(study, dict(zip(grid, last)), retry_of=10)  # as the dead-worker recovery queues a retry
+    res = run_study(spec)
+    study, pts = _points(spec, tmp_path)
+    done = [p for p, t in zip(pts, study.trials) if t.state == TrialState.COMPLETE]
+    assert len(done) == len(set(done)) == 12 and res["exhausted"]
