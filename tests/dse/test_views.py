@@ -146,7 +146,7 @@ def test_help_keeps_placeholders_and_shows_flags_without_a_type(run):
     r = run("run", "--help")
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
-    assert "a SQLite file <name>.db beside" in text and "<name>.journal" in text
+    assert "<name>.db (SQLite), or <name>.journal" in text and "a journal file <name>.journal beside" in text
     assert "<bool>" not in r.stdout
     r = run("export", "--help")
     assert "<bool>" not in r.stdout and "--pareto" in r.stdout
