@@ -26,7 +26,7 @@ import numpy as np
 from dse.errors import UsageError
 
 __all__ = ["Point", "feasible_points", "front", "hypervolume", "hypervolume_of", "recent_gain", "RECENT_SHARE",
-           "knee", "best", "parse_where", "COMPARISONS"]
+           "ProgressFront", "knee", "best", "parse_where", "COMPARISONS"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +170,33 @@ def best(points: list[Point], metric: str, direction: str, where: list[tuple[str
     key = (lambda p: (-p.metrics[metric], p.number)) if direction == "maximize" else \
         (lambda p: (p.metrics[metric], p.number))
     return min(pts, key=key)
+
+
+class ProgressFront:
+    """The feasible front, kept incrementally as complete trials arrive (the progress display, the
+    hypervolume history of ``dse plot``): a point the front dominates costs one comparison, and the
+    hypervolume is computed again only when it is asked for after the front changed."""
+
+    def __init__(self, spec, ref: list[float]) -> None:
+        self.spec, self.ref = spec, ref
+        self.sign = np.array([1.0 if d == "maximize" else -1.0 for d in spec.directions])
+        self.points: list[Point] = []
+        self._values = np.zeros((0, len(spec.directions)))  # the points' values, maximized (sign applied)
+        self._hv: float | None = 0.0
+
+    def add(self, p: Point) -> None:
+        if not p.feasible:
+            return
+        v = self.sign * np.asarray(p.values, dtype=np.float64)
+        if np.any(np.all(self._values >= v, axis=1)):  # dominated by, or equal to, a point of the front
+            return
+        keep = ~(np.all(v >= self._values, axis=1) & np.any(v > self._values, axis=1))
+        self.points = [q for q, k in zip(self.points, keep) if k] + [p]
+        self._values = np.vstack([self._values[keep], v])
+        self._hv = None
+
+    @property
+    def hypervolume(self) -> float:
+        if self._hv is None:
+            self._hv = hypervolume(self.points, self.spec.directions, self.ref)
+        return self._hv

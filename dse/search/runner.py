@@ -13,12 +13,11 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
 import optuna
 from optuna.trial import TrialState
 
 from dse.search.noise import noise_figures
-from dse.search.pareto import Point, front, hypervolume, recent_gain
+from dse.search.pareto import ProgressFront, front, recent_gain
 from dse.search.runguard import derive_seed, guarded, owner
 from dse.search.strategies import strategy_class
 from dse.search.study import (
@@ -135,34 +134,6 @@ def progress_bar(fields: str, **kw):
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(fields),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True),
                     **kw)
-
-
-class ProgressFront:
-    """The feasible front, kept incrementally as complete trials arrive (for the progress display)."""
-
-    def __init__(self, spec: StudySpec, ref: list[float]) -> None:
-        self.spec, self.ref = spec, ref
-        self.sign = np.array([1.0 if d == "maximize" else -1.0 for d in spec.directions])
-        self.points: list[Point] = []
-        self._values = np.zeros((0, len(spec.directions)))  # the points' values, maximized (sign applied)
-        self._hv: float | None = 0.0
-
-    def add(self, p: Point) -> None:
-        if not p.feasible:
-            return
-        v = self.sign * np.asarray(p.values, dtype=np.float64)
-        if np.any(np.all(self._values >= v, axis=1)):  # dominated by, or equal to, a point of the front
-            return
-        keep = ~(np.all(v >= self._values, axis=1) & np.any(v > self._values, axis=1))
-        self.points = [q for q, k in zip(self.points, keep) if k] + [p]
-        self._values = np.vstack([self._values[keep], v])
-        self._hv = None
-
-    @property
-    def hypervolume(self) -> float:
-        if self._hv is None:
-            self._hv = hypervolume(self.points, self.spec.directions, self.ref)
-        return self._hv
 
 
 class Runner:
