@@ -120,6 +120,12 @@ def grid_untried(names: list[str], points, trials, *, running: bool = False) -> 
 def _grid(spec, seed: int):
     import optuna
 
+    if spec.strategy == "hybrid":
+        # the hybrid walks its grid of training settings itself and enters the hardware points: the main study's
+        # sampler never proposes (a queued retry has its values), and a grid sampler over the whole space
+        # would build every training x hardware point (12 million for a large grid, seconds at each open)
+        return optuna.samplers.RandomSampler(seed=seed)
+
     class StudyGridSampler(optuna.samplers.GridSampler):
         """Optuna's grid sampler, with a point counted as tried by its values over the trials that count
         (:func:`grid_untried`), not by the ``grid_id`` its trial was given: Optuna numbers the points by a
