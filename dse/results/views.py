@@ -125,7 +125,13 @@ def layer_table(cfg: Configuration, model: str) -> list[dict]:
 
 
 def find_trial(study, number: int):
-    """The stored trial ``number`` (UsageError naming the range when there is none)."""
+    """The stored trial ``number`` (UsageError naming the range when there is none). One trial is read, not
+    the whole study (seconds at 10^4 trials); the listing only when there is no such trial."""
+    st = study._storage
+    try:
+        return st.get_trial(st.get_trial_id_from_study_id_trial_number(study._study_id, int(number)))
+    except KeyError:
+        pass
     trials = study.get_trials(deepcopy=False)
     by = {t.number: t for t in trials}
     if number not in by:

@@ -308,3 +308,21 @@ def test_pareto_shows_the_standard_error_with_several_seeds(run, small, tmp_path
     assert "±" in "\n".join(head) and "standard error" in r.stderr
     aware = json.loads(run("pareto", p, "--format", "json", "--noise-aware").stdout)
     assert {r["trial"] for r in aware} <= {r["trial"] for r in rows}
+
+
+def test_dse_show_reads_one_trial_not_the_whole_study(ran_study):
+    """`dse show TRIAL` listed every trial to find one (11 s at 10^4 trials); it reads that trial, and lists
+    the study only to say which trials exist when there is no such one."""
+    from dse.errors import UsageError
+    from dse.results.views import find_trial
+    from dse.search.study import open_study
+    from dse.search.studyfile import load_study
+
+    study = open_study(load_study(ran_study), create=False)
+    listed = []
+    real = study.get_trials
+    study.get_trials = lambda *a, **k: listed.append(1) or real(*a, **k)
+    t = find_trial(study, 3)
+    assert t.number == 3 and t.params == real()[3].params and not listed
+    with pytest.raises(UsageError, match=r"the study has no trial 99 \(trials 0-11\)"):
+        find_trial(study, 99)
