@@ -130,7 +130,7 @@ def find_trial(study, number: int):
     st = study._storage
     try:
         return st.get_trial(st.get_trial_id_from_study_id_trial_number(study._study_id, int(number)))
-    except KeyError:
+    except (KeyError, OverflowError):  # no such trial (a number past SQLite's integers included)
         pass
     trials = study.get_trials(deepcopy=False)
     by = {t.number: t for t in trials}

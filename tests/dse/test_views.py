@@ -324,5 +324,6 @@ def test_dse_show_reads_one_trial_not_the_whole_study(ran_study):
     study.get_trials = lambda *a, **k: listed.append(1) or real(*a, **k)
     t = find_trial(study, 3)
     assert t.number == 3 and t.params == real()[3].params and not listed
-    with pytest.raises(UsageError, match=r"the study has no trial 99 \(trials 0-11\)"):
-        find_trial(study, 99)
+    for n in (99, -1, 10**30):  # (10**30: past SQLite's integers)
+        with pytest.raises(UsageError, match=rf"the study has no trial {n} \(trials 0-11\)"):
+            find_trial(study, n)
