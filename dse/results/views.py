@@ -128,10 +128,11 @@ def find_trial(study, number: int):
     """The stored trial ``number`` (UsageError naming the range when there is none). One trial is read, not
     the whole study (seconds at 10^4 trials); the listing only when there is no such trial."""
     st = study._storage
-    try:
-        return st.get_trial(st.get_trial_id_from_study_id_trial_number(study._study_id, int(number)))
-    except (KeyError, OverflowError):  # no such trial (a number past SQLite's integers included)
-        pass
+    if 0 <= number < 2**31:  # (a trial number is a 32-bit integer in PostgreSQL; past it, no such trial)
+        try:
+            return st.get_trial(st.get_trial_id_from_study_id_trial_number(study._study_id, int(number)))
+        except KeyError:  # no such trial
+            pass
     trials = study.get_trials(deepcopy=False)
     by = {t.number: t for t in trials}
     if number not in by:
