@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 from dse.search.strategies.base import Strategy
 
@@ -28,7 +29,10 @@ class Joint(Strategy):
         from dse.search.samplers import grid_untried
 
         grid = spec.space.grid()
-        left = grid_untried(list(grid), itertools.product(*grid.values()), study.get_trials(deepcopy=False))
+        trials = study.get_trials(deepcopy=False)
+        if len(trials) < math.prod(len(v) for v in grid.values()):
+            return None  # fewer trials than points (a large grid is not walked point by point to say so)
+        left = grid_untried(list(grid), itertools.product(*grid.values()), trials)
         return None if left else cls.GRID_DONE
 
     def figures(self) -> dict:
