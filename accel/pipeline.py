@@ -216,11 +216,12 @@ def check_order(order: list[list[Op]], devices: int, microbatches: int, chunks: 
             if key in seen[op[0]]:
                 raise ValueError(f"order: device {r}: op {op!r} twice")
             seen[op[0]].add(key)
-        for kind, have in (("F", seen["F"]), ("a backward (B or BW)", seen["B"] | seen["BW"])):
-            if have != want or (kind != "F" and seen["B"] & seen["BW"]):
-                miss = sorted(want - have) or sorted(seen["B"] & seen["BW"])
+        # F once each; a backward (B or BW) once each: the keys with none, or with both
+        for kind, odd in (("F", want - seen["F"]),
+                          ("a backward (B or BW)", (want - seen["B"] - seen["BW"]) or (seen["B"] & seen["BW"]))):
+            if odd:
                 raise ValueError(f"order: device {r}: {kind} of every micro-batch and chunk once; not so for "
-                                 f"(micro-batch, chunk) {miss[0]}")
+                                 f"(micro-batch, chunk) {min(odd)}")
         if seen["W"] != seen["B"]:
             odd = sorted(seen["W"] ^ seen["B"])[0]
             raise ValueError(f"order: device {r}: a W for every B and no other (micro-batch, chunk) {odd}")
