@@ -335,8 +335,7 @@ class Hybrid(Strategy):
         except KeyError:
             return None
         trials = outer.get_trials(deepcopy=False)
-        latest = {_key(t.params): t for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("trained")}
-        if any(t.user_attrs.get("points_left") for t in latest.values()):
+        if points_left(trials):
             return None  # a resumed run enters the rest of a sub-front the trial budget cut (on no new run)
         if spec.runs is not None:
             used, _ = training_runs(spec, trials)
@@ -562,11 +561,10 @@ class Hybrid(Strategy):
                     and _key(t.params) not in taken):
                 queue(self.outer, t.params, by=self.me, retry_of=t.number)
                 taken.add(_key(t.params))
-        latest = {_key(t.params): t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("trained")}
         busy = {_key(t.system_attrs.get("fixed_params") or t.params) for t in trials
                 if t.state in (TrialState.WAITING, TrialState.RUNNING)}
-        for k, t in latest.items():
-            if t.user_attrs.get("points_left") and k not in busy:
+        for t in points_left(trials):
+            if _key(t.params) not in busy:
                 queue(self.outer, t.params, by=self.me, finish_of=t.number)
 
     def _settled_claims(self, number: int) -> list:
@@ -599,7 +597,8 @@ class Hybrid(Strategy):
         from models.surrogate.evaluation import SurrogateDiverged
 
         spec, runner = self.spec, self.runner
-        if self.chooses and "fixed_params" not in self.outer._storage.get_trial_system_attrs(ot._trial_id):
+        stored = self.outer._storage.get_trial(ot._trial_id)  # what the queue gave it: fixed_params, finish_of
+        if self.chooses and "fixed_params" not in stored.system_attrs:
             # not popped from the queue: no queued setting was left for this trial (another worker took the one
             # this worker queued); the outer sampler would propose a setting here, which this strategy does not
             # search. Nothing is trained, and step() chooses again
@@ -612,7 +611,7 @@ class Hybrid(Strategy):
         done = [t for t in same if t.state == TrialState.COMPLETE]
         # queued to enter the points of its sub-front a trial budget cut (_requeue_cut_settings): trained
         # already, on purpose
-        finish_of = self.outer._storage.get_trial(ot._trial_id).user_attrs.get("finish_of")
+        finish_of = stored.user_attrs.get("finish_of")
         # (the trial it finishes: its seeds are the ones to cost again, so that the rest of the same sub-front
         # is entered, from the cache, on no new run)
         finish = next((t for t in done if t.number == finish_of and "seeds" in t.user_attrs), None)
@@ -851,6 +850,13 @@ def taken_settings(trials) -> set:
                 and not t.user_attrs["fail_reason"].startswith(INTERRUPTED))}
 
 
+def points_left(outer_trials) -> list:
+    """The outer trials whose sub-front the trial budget cut and no later trial of their setting finished: each
+    setting's latest complete trained trial, when it is marked ``points_left``."""
+    latest = {_key(t.params): t for t in outer_trials if t.state.name == "COMPLETE" and t.user_attrs.get("trained")}
+    return [t for t in latest.values() if t.user_attrs.get("points_left")]
+
+
 def _mark_cut(ot) -> None:
     """Mark a setting's outer trial as cut short by an interruption or a fault (the storage may be the fault)."""
     try:
@@ -872,11 +878,21 @@ def fits(spec, used: int, busy: int = 0, held: int = 0) -> bool:
     return used + busy * spec.seeds_max + max(spec.seeds_max - held, 0) <= spec.runs
 
 
+def _held_by_setting(outer_trials) -> dict[tuple, int]:
+    """Setting (its key) -> the surrogate runs it holds: the most seeds any of its finished trained trials
+    recorded (``seeds`` is recorded before each evaluation, so a setting that failed or was cut short counts
+    the seeds it reached; its retry finds them in the cache and counts once with it)."""
+    held: dict[tuple, int] = {}
+    for t in outer_trials:
+        if t.state.is_finished() and t.user_attrs.get("trained") and "seeds" in t.user_attrs:
+            k = _key(t.params)
+            held[k] = max(held.get(k, 0), int(t.user_attrs["seeds"]))
+    return held
+
+
 def held_runs(outer_trials, params: dict) -> int:
     """The surrogate runs the training setting ``params`` holds already (as :func:`training_runs` counts)."""
-    k = _key(params)
-    return max((int(t.user_attrs["seeds"]) for t in outer_trials if t.user_attrs.get("trained")
-                and "seeds" in t.user_attrs and t.state.is_finished() and _key(t.params) == k), default=0)
+    return _held_by_setting(outer_trials).get(_key(params), 0)
 
 
 def training_runs(spec, outer_trials, before: tuple | None = None) -> tuple[int, int]:
@@ -889,15 +905,9 @@ def training_runs(spec, outer_trials, before: tuple | None = None) -> tuple[int,
     ``before`` = (start time, number) of a trial, only the running trials claimed earlier count."""
     from optuna.trial import TrialState
 
-    held: dict[tuple, int] = {}
-    busy = 0
-    for t in outer_trials:
-        if t.state == TrialState.RUNNING:
-            busy += before is None or (t.datetime_start or datetime.max, t.number) < before
-        elif t.user_attrs.get("trained") and "seeds" in t.user_attrs:
-            k = _key(t.params)
-            held[k] = max(held.get(k, 0), int(t.user_attrs["seeds"]))
-    return sum(held.values()), busy
+    busy = sum(before is None or (t.datetime_start or datetime.max, t.number) < before
+               for t in outer_trials if t.state == TrialState.RUNNING)
+    return sum(_held_by_setting(outer_trials).values()), busy
 
 
 def _key(params: dict) -> tuple:
