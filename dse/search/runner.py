@@ -264,17 +264,13 @@ def _run_on(spec: StudySpec, probe: optuna.Study, opened: list, url: str, budget
                 report()
                 if b["done"] >= budget or (stop is not None and stop(study)):
                     break
-                if b["waiting"]:  # a dead worker's trial, queued again: evaluate it (any strategy)
-                    more = optimize_one(study, runner.objective)
-                    guard.check()
-                    if not more:  # the sampler stopped the study (the retry was its grid's last point)
-                        exhausted = runner.refresh()["done"] < budget
-                        break
-                    continue
-                if b["done"] + b["active"] >= budget:
+                if b["waiting"]:  # a dead worker's trial, queued again: evaluate it (any strategy); False when
+                    more = optimize_one(study, runner.objective)  # the sampler stopped (its grid's last point)
+                elif b["done"] + b["active"] >= budget:
                     time.sleep(poll)  # the last trials run elsewhere: wait for them (or for their retry)
                     continue
-                more = strat.step()
+                else:
+                    more = strat.step()
                 guard.check()  # a fault the step met, or a signal during the bookkeeping
                 if not more:  # nothing left to propose: an early end unless the step met the budget too
                     exhausted = runner.refresh()["done"] < budget
