@@ -339,7 +339,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     from dse.search.pareto import front, recent_gain
     from dse.search.runguard import INTERRUPTED
     from dse.search.strategies import strategy_class
-    from dse.search.study import ended_early, hv_reference, load_points, mask_url, open_study, run_budget, storage_url
+    from dse.search.study import ended_early, hv_reference, mask_url, open_study, points_of, run_budget, storage_url
 
     if study is None:
         study = open_study(spec, storage, create=False)
@@ -350,7 +350,7 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     states = {s.name.lower(): 0 for s in TrialState}
     for t in every:
         states[t.state.name.lower()] += 1
-    pts = load_points(study, spec)
+    pts = points_of(every, spec)
     recent = recent_gain(pts, spec.directions, hv_reference(spec))
     ended = ended_early(study)  # why its last run ended before its budget, or None
     kernels = blas_kernels([t for t in every if t.state == TrialState.COMPLETE])

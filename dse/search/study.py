@@ -62,8 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = ["open_study", "open_storage", "close_study", "close_storage", "suggest", "distribution",
            "trial_objective", "evaluate_trial", "counts_toward_budget",
-           "load_points", "point_of", "trial_record", "storage_url", "mask_url", "hv_reference", "TrialFailed",
-           "RunResult", "FINISHED"]
+           "load_points", "points_of", "point_of", "trial_record", "storage_url", "mask_url", "hv_reference",
+           "TrialFailed", "RunResult", "FINISHED"]
 
 #: trial states that have ended (whether they count toward the budget is decided by :func:`counts_toward_budget`)
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
@@ -663,7 +663,12 @@ def check_cache() -> None:
 
 def load_points(study: optuna.Study, spec: StudySpec) -> list[Point]:
     """Every complete trial of ``study`` as a :class:`Point`."""
-    pts = (point_of(t, spec) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return points_of(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), spec)
+
+
+def points_of(trials, spec: StudySpec) -> list[Point]:
+    """The complete ones of ``trials`` (listed already) as :class:`Point` s."""
+    pts = (point_of(t, spec) for t in trials if t.state == TrialState.COMPLETE)
     return [p for p in pts if p is not None]
 
 
