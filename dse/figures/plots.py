@@ -13,7 +13,7 @@ import pandas as pd
 
 from dse.results.views import label_of as _label
 from dse.search.pareto import ProgressFront, front
-from dse.search.study import hv_reference, load_points
+from dse.search.study import hv_reference, points_of
 from dse.search.studyfile import StudySpec
 
 #: the hypervolume history's points at most (evenly spaced over the trials; a step curve at screen resolution)
@@ -54,7 +54,8 @@ def study_figures(study: optuna.Study, spec: StudySpec, warn=None):
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
-    pts = load_points(study, spec)
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)  # listed once, for every figure
+    pts = points_of(trials, spec)
     f = front(pts, spec.directions)
     on_front = {p.number for p in f}
     if pts:
@@ -69,7 +70,6 @@ def study_figures(study: optuna.Study, spec: StudySpec, warn=None):
     # hypervolume history over finished trials: the front kept as trials arrive (each point one comparison),
     # its hypervolume at most HISTORY_POINTS times (it was every prefix's, from scratch: minutes at 10^4 trials)
     ref = hv_reference(spec)
-    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     by_number = {p.number: p for p in pts}
     hist, running = [], ProgressFront(spec, ref)
     stride = max(1, math.ceil(len(trials) / HISTORY_POINTS))
