@@ -444,3 +444,26 @@ def test_points_pruned_when_other_workers_met_the_budget_are_entered_when_the_ru
     run(one)
     entered = {str(sorted(t.params.items())) for t in main.get_trials(states=(TrialState.COMPLETE,))}
     assert {str(sorted(t.params.items())) for t in pruned} <= entered
+
+
+def test_a_walked_grid_with_a_sub_front_cut_is_not_covered_until_its_rest_is_entered(study_file):
+    """Every setting of the grid taken, the last one's sub-front cut by the trial budget: the stopping signal
+    said more trials would run nothing new (GRID_DONE), though a resumed run enters the rest; it says so only
+    once the rest is in."""
+    import dse.search.strategies.hybrid as hy
+
+    study_file.write_text(study_file.read_text().replace('sampler = "nsga2"', 'sampler = "grid"'))
+    full = replace(_hybrid(study_file), trials=1000)
+    run(full)
+    outer, main = _outer_and_main(full, study_file)
+    entered = [t.user_attrs["entered_points"] for t in outer.get_trials() if t.user_attrs.get("trained")]
+    assert len(entered) == 6 and entered[-1] >= 2
+    (study_file.parent / "tiny.db").unlink()
+    cut = replace(full, trials=sum(entered[:-1]) + 1)  # the sixth setting cut after its first point
+    run(cut)
+    _, main = _outer_and_main(cut, study_file)
+    assert hy.Hybrid.covered(cut, main) is None
+    run(full)
+    _, main = _outer_and_main(full, study_file)
+    assert hy.Hybrid.covered(full, main) == hy.GRID_DONE
+    assert len(main.get_trials(states=(TrialState.COMPLETE,))) == sum(entered)
