@@ -1,0 +1,97 @@
+"""dse's RDB storage lists a study's trials exactly as Optuna's own listing does (dse.search.rdbread), on
+SQLite and on PostgreSQL: every field of every trial, for every filter Optuna's trial cache asks with."""
+
+import math
+import os
+import time
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.storages import RDBStorage
+from optuna.trial import TrialState
+
+from dse.search.rdbread import ListingRDBStorage
+
+PG = os.environ.get("DSE_TEST_POSTGRES")
+if not PG and os.environ.get("CI"):
+    raise RuntimeError("CI must run the PostgreSQL tests: .ci/run starts a server and sets DSE_TEST_POSTGRES")
+
+
+def _fill(storage, name):
+    """A study with a trial of every kind: complete (finite and infinite values), failed, pruned with
+    intermediate values, running, waiting; parameters of every distribution, attributes of every JSON type."""
+    study = optuna.create_study(study_name=name, storage=storage, directions=["minimize", "maximize"])
+    other = optuna.create_study(study_name=name + "_other", storage=storage)  # its trials must not show
+    other.tell(other.ask({"x": FloatDistribution(0, 1)}), 0.5)
+    dists = {"lr": FloatDistribution(1e-4, 1e-1, log=True), "frac": FloatDistribution(0.0, 1.0, step=0.25),
+             "width": IntDistribution(8, 64, step=8), "depth": IntDistribution(1, 100, log=True),
+             "mode": CategoricalDistribution(["a", 3, 2.5, None, True]), "x": FloatDistribution(-1, 1)}
+    for i in range(12):
+        t = study.ask(dists)
+        t.set_user_attr("metrics", {"speedup": 1.5 + i, "nested": [1, {"a": None}], "s": "é"})
+        t.set_user_attr("n", i)
+        study._storage.set_trial_system_attr(t._trial_id, "constraints", [0.0, -1.5 * i])
+        if i % 4 == 0:
+            study.tell(t, [float(i), 2.0 * i])
+        elif i % 4 == 1:
+            study.tell(t, [math.inf, -math.inf])
+        elif i % 4 == 2:
+            for step, v in ((0, 0.5), (3, math.nan), (7, -math.inf)):  # (Trial.report is single-objective)
+                storage.set_trial_intermediate_value(t._trial_id, step, v)
+            study.tell(t, state=TrialState.PRUNED)
+        elif i < 9:
+            study.tell(t, state=TrialState.FAIL)
+        # i == 11 stays running
+    study.enqueue_trial({"x": 0.25})  # waiting
+    return study._study_id
+
+
+def _same(storage_url, name):
+    ours, theirs = ListingRDBStorage(storage_url), RDBStorage(storage_url)
+    try:
+        sid = _fill(ours, name)
+        for states in (None, (TrialState.COMPLETE,), (TrialState.RUNNING, TrialState.WAITING, TrialState.FAIL)):
+            for included, above in ((set(), -1), ({1, 3, 10_000}, -1), (set(), 5), ({0, 2, 7}, 4)):
+                a = theirs._get_trials(sid, states, included, above)
+                b = ours._get_trials(sid, states, included, above)
+                assert [t.number for t in a] == [t.number for t in b]
+                assert a, (states, included, above)  # every filter here lists something
+                for x, y in zip(a, b):
+                    assert x == y or x.intermediate_values.keys() == y.intermediate_values.keys()  # NaN != NaN
+                    assert repr(x) == repr(y)  # every field, NaN included
+                    assert x._trial_id == y._trial_id and x.distributions == y.distributions
+                    assert list(x.params.items()) == list(y.params.items())  # order and values...
+                    assert [type(v) for v in x.params.values()] == [type(v) for v in y.params.values()]  # ...types
+                    assert x.datetime_start == y.datetime_start and x.datetime_complete == y.datetime_complete
+        # the study's own listing, through Optuna's trial cache, on a storage of ours
+        study = optuna.load_study(study_name=name, storage=ours)
+        assert repr(study.get_trials(deepcopy=False)) == repr(optuna.load_study(study_name=name, storage=theirs)
+                                                              .get_trials())
+        assert {t.state for t in study.get_trials()} == {TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED,
+                                                         TrialState.RUNNING, TrialState.WAITING}
+        with pytest.raises(KeyError):
+            ours._get_trials(10**6, None, set(), -1)
+    finally:
+        ours.engine.dispose()
+        theirs.engine.dispose()
+
+
+def test_the_listing_equals_optunas_on_sqlite(tmp_path):
+    _same(f"sqlite:///{tmp_path / 'l.db'}", "listing")
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG, reason="DSE_TEST_POSTGRES is not set (CI sets it; see .ci/run)")
+def test_the_listing_equals_optunas_on_postgresql():
+    _same(PG, f"listing_{os.getpid()}_{int(time.time() * 1000) % 10**8}")
+
+
+def test_dse_opens_sqlite_and_postgresql_studies_with_the_faster_listing(tmp_path):
+    from dse.search.study import open_storage
+
+    st = open_storage(f"sqlite:///{tmp_path / 'o.db'}")
+    try:
+        assert isinstance(st, ListingRDBStorage)
+    finally:
+        st.engine.dispose()
