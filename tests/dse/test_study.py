@@ -544,3 +544,44 @@ def test_a_hybrid_run_refused_at_its_start_leaves_no_database_connection_open(st
     with pytest.raises(UsageError, match="give no sampler instance"):
         run(load_study(study_file), sampler=optuna.samplers.RandomSampler(seed=0))
     assert opened and {id(c) for c in opened} <= {id(c) for c in closed}
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "journal"])
+def test_the_budget_tracker_catches_up_on_many_trials_in_one_listing_and_counts_them_right(tmp_path, storage):
+    """A resumed run's first look at a large study (or another worker's batch) reads the new trials in one
+    listing, not one by one (a 10^4-trial study: 50 s one by one), and counts them as a full reading does."""
+    from dse.search.runner import BudgetTracker
+    from dse.search.study import budget_state, open_storage
+
+    url = f"sqlite:///{tmp_path}/t.db" if storage == "sqlite" else f"journal:///{tmp_path}/t.journal"
+    study = optuna.create_study(storage=open_storage(url), directions=["minimize"])
+    x = optuna.distributions.FloatDistribution(0, 1)
+
+    def add(n):
+        for i in range(n):
+            t = study.ask({"x": x})
+            if i % 7 == 3:
+                study.tell(t, state=optuna.trial.TrialState.FAIL)  # interrupted: no reason, does not count
+            elif i % 7 == 5:
+                t.set_user_attr("fail_reason", "impossible configuration")
+                study.tell(t, state=optuna.trial.TrialState.FAIL)
+            elif i % 11 != 10:  # every 11th stays running
+                study.tell(t, float(i))
+
+    add(60)
+    tracker = BudgetTracker(study)
+    one_by_one = []  # trials read from the database one at a time (a journal's are in memory: no such read)
+    if storage == "sqlite":
+        backend = tracker._storage._backend  # under Optuna's trial cache
+        real = backend.get_trial
+        backend.get_trial = lambda tid: one_by_one.append(tid) or real(tid)
+    got = tracker.refresh()
+    assert len(one_by_one) <= BudgetTracker.READ_ONE_BY_ONE  # the rest from the one listing
+    want = budget_state(study)
+    assert (got["done"], got["active"], got["n"]) == (want["done"], want["active"], 60)
+    add(40)  # another worker's batch, while some of the first ones were still running
+    for t in study.get_trials(states=(optuna.trial.TrialState.RUNNING,))[:2]:
+        study.tell(t.number, 1.0)
+    got = tracker.refresh()
+    want = budget_state(study)
+    assert (got["done"], got["active"], got["n"]) == (want["done"], want["active"], 100)
