@@ -41,6 +41,11 @@ _SYSTEM = models.TrialSystemAttributeModel.__table__
 _INTERMEDIATE = models.TrialIntermediateValueModel.__table__
 
 
+#: unfinished trials Optuna's trial cache asks for by id, at most, in one ``IN`` list (SQLite allows 32766
+#: variables in a statement, older builds 999)
+MAX_LISTED_IDS = 500
+
+
 def _local(utc: datetime.datetime | None) -> datetime.datetime | None:
     """A stored naive UTC time as naive local time (what Optuna's ``TrialModel.datetime_start`` returns)."""
     return None if utc is None else utc.replace(tzinfo=datetime.timezone.utc).astimezone().replace(tzinfo=None)
@@ -56,7 +61,10 @@ class ListingRDBStorage(RDBStorage):
         where = [_T.c.study_id == study_id]
         if states is not None:
             where.append(_T.c.state.in_(list(states)))
-        if included and trial_id_greater_than > -1:
+        if included and trial_id_greater_than > -1 and len(included) > MAX_LISTED_IDS:
+            # past a database's limit of variables in a statement: a superset, cut to the wanted ones below
+            where.append(_T.c.trial_id >= min(included))
+        elif included and trial_id_greater_than > -1:
             where.append(sqlalchemy.or_(_T.c.trial_id.in_(included), _T.c.trial_id > trial_id_greater_than))
         elif trial_id_greater_than > -1:
             where.append(_T.c.trial_id > trial_id_greater_than)
@@ -67,6 +75,8 @@ class ListingRDBStorage(RDBStorage):
             rows = conn.execute(sqlalchemy.select(_T.c.trial_id, _T.c.number, _T.c.state, _T.c.datetime_start,
                                                   _T.c.datetime_complete).where(*where)
                                 .order_by(_T.c.trial_id)).all()
+            if len(included) > MAX_LISTED_IDS and trial_id_greater_than > -1:
+                rows = [r for r in rows if r[0] in included or r[0] > trial_id_greater_than]
             if not rows:
                 return []
             ids = sqlalchemy.select(_T.c.trial_id).where(*where).scalar_subquery()
