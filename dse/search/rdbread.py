@@ -91,8 +91,9 @@ class ListingRDBStorage(RDBStorage):
             params = of(_PARAMS, _PARAMS.c.param_name, _PARAMS.c.param_value, _PARAMS.c.distribution_json,
                         order=_PARAMS.c.param_id)
             values = of(_VALUES, _VALUES.c.objective, _VALUES.c.value, _VALUES.c.value_type)
-            user = of(_USER, _USER.c.key, _USER.c.value_json)
-            system = of(_SYSTEM, _SYSTEM.c.key, _SYSTEM.c.value_json)
+            # attributes in the order they were set (Optuna's listing leaves it to the database)
+            user = of(_USER, _USER.c.key, _USER.c.value_json, order=_USER.c.trial_user_attribute_id)
+            system = of(_SYSTEM, _SYSTEM.c.key, _SYSTEM.c.value_json, order=_SYSTEM.c.trial_system_attribute_id)
             steps = of(_INTERMEDIATE, _INTERMEDIATE.c.step, _INTERMEDIATE.c.intermediate_value,
                        _INTERMEDIATE.c.intermediate_value_type)
         parsed: dict[str, distributions.BaseDistribution] = {}
