@@ -36,8 +36,9 @@ sid = st.get_study_id_from_name(name)
 t0, c0 = time.perf_counter(), time.process_time()
 trials = st._get_trials(sid, None, set(), -1)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(wall, cpu, len(trials), hashlib.sha256(repr([(t.number, t.state, t.values, t.params, t.datetime_start, sorted(t.user_attrs.items()),
-                                         sorted(t.system_attrs.items())) for t in trials]).encode()).hexdigest())
+fields = [(t.number, t.state, t.values, t.params, t.datetime_start, sorted(t.user_attrs.items()),
+           sorted(t.system_attrs.items())) for t in trials]
+print(wall, cpu, len(trials), hashlib.sha256(repr(fields).encode()).hexdigest())
 """
 
 
