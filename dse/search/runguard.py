@@ -222,6 +222,11 @@ def guarded(url: str | None = None):
 
 
 # -- queued and orphaned trials ----------------------------------------------------------------------------
+#: user attributes a dead worker's trial passes to its retry: what it was queued to do (the hybrid's
+#: ``finish_of``: enter the rest of an earlier trial's sub-front), not what it did (trained, seeds, worker)
+RETRY_KEEPS = ("finish_of",)
+
+
 def queue(study, params: dict, *, by: str | None = None, **user_attrs) -> None:
     """Enqueue a trial with ``params``, marked as queued by this process (``queued_by``: ``by``, by default
     :func:`owner`)."""

@@ -702,7 +702,8 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
 
     This is the local counterpart of Optuna's heartbeats (which need an RDB storage): it works on every
     storage, journal files included, for workers on the same machine. Each such trial is marked FAIL and a
-    copy with the same parameters is queued (``retry_of`` = its number). Returns the retried numbers.
+    copy with the same parameters is queued (``retry_of`` = its number; with the attributes of
+    :data:`dse.search.runguard.RETRY_KEEPS` it has). Returns the retried numbers.
     Call it between trials (a RUNNING trial of this very process is then a leftover).
     """
     out = []
@@ -713,7 +714,9 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
         if not runguard.fail_orphan(study, t, f"{runguard.INTERRUPTED}: its worker {'(' + who + ') ' if who else ''}"
                                                "died while running it; retried as a new trial"):
             continue
-        runguard.queue(study, t.params, retry_of=t.number)
+        # what the trial was queued to do goes with its retry (Optuna's heartbeat retry keeps every attribute)
+        runguard.queue(study, t.params, retry_of=t.number,
+                       **{k: t.user_attrs[k] for k in runguard.RETRY_KEEPS if k in t.user_attrs})
         out.append(t.number)
     for t in waiting:
         runguard.fail_orphan(study, t, f"{runguard.INTERRUPTED}: queued by a run that died before running it")

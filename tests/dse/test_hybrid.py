@@ -424,6 +424,26 @@ def test_a_setting_whose_points_the_trial_budget_cut_enters_the_rest_when_the_ru
         assert points(main) == want
 
 
+def test_a_dead_workers_finish_trial_is_retried_as_a_finish(tmp_path):
+    """A trial queued to enter the rest of a cut sub-front (finish_of) whose worker died was retried without
+    finish_of: the retry found the setting trained already and entered nothing (until a later run queued the
+    finish again). Its retry keeps what it was queued to do, and nothing of what it did."""
+    from optuna.distributions import CategoricalDistribution
+
+    from dse.search.runguard import _HOST, owner
+    from dse.search.study import open_storage, recover_dead_workers
+
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'd.db'}"), directions=["minimize"])
+    t = study.ask({"training.pred_width": CategoricalDistribution([8, 32])})
+    for k, v in {"worker": f"{_HOST}:{os.getpid()}:not-this-process", "finish_of": 3, "trained": True,
+                 "seeds": 2}.items():
+        t.set_user_attr(k, v)
+    assert recover_dead_workers(study) == [t.number]
+    retry = study.get_trials(states=(TrialState.WAITING,))
+    assert len(retry) == 1 and retry[0].system_attrs["fixed_params"] == t.params
+    assert retry[0].user_attrs == {"retry_of": t.number, "finish_of": 3, "queued_by": owner()}
+
+
 def test_points_pruned_when_other_workers_met_the_budget_are_entered_when_the_run_resumes(study_file, monkeypatch):
     """Under several workers a setting's points are created and then pruned ("budget reached by other
     workers") when the others met the budget first: they count in points_left, and the resumed run's finish
