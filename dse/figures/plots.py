@@ -22,24 +22,25 @@ HISTORY_POINTS = 400
 __all__ = ["make_plots", "study_figures"]
 
 
-def _save(fig, folder: Path, stem: str) -> list[Path]:
+def _save(fig, folder: Path, stem: str, formats=("png", "svg")) -> list[Path]:
     out = []
-    for ext in ("png", "svg"):
+    for ext in formats:
         p = folder / f"{stem}.{ext}"
         fig.savefig(p, dpi=130, bbox_inches="tight")
         out.append(p)
     return out
 
 
-def make_plots(study: optuna.Study, spec: StudySpec, folder: Path, warn=None) -> list[Path]:
-    """Write the study's figures (PNG and SVG) into ``folder``; returns the files. ``warn(message)`` is called
-    for what a figure warns about (too few training settings for the importance)."""
+def make_plots(study: optuna.Study, spec: StudySpec, folder: Path, warn=None,
+               formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Write the study's figures (in ``formats``: PNG and SVG) into ``folder``; returns the files.
+    ``warn(message)`` is called for what a figure warns about (too few training settings for the importance)."""
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     for stem, fig in study_figures(study, spec, warn):
-        files += _save(fig, folder, stem)
+        files += _save(fig, folder, stem, formats)
         plt.close(fig)
     return files
 
@@ -167,18 +168,15 @@ def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
     from dse.search.strategies import strategy_class
 
     train_knobs = [n for n, _ in spec.space.searched() if n.startswith("training.")]
-    points = strategy_class(spec.strategy).importance_points(spec, study)
+    points = strategy_class(spec.strategy).importance_points(spec, study, MAX_IMPORTANCE_POINTS)
     if points is not None:
-        X, Y, n_set, n_pts = points
+        X, values, n_set, n_pts = points  # (a sample, seed 0, when there are more points)
         if not n_pts:
             return None
-        idx = np.arange(n_pts)
-        if n_pts > MAX_IMPORTANCE_POINTS:
-            idx = np.sort(np.random.default_rng(0).choice(n_pts, MAX_IMPORTANCE_POINTS, replace=False))
-        params = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in X.items()} for i in idx]
-        values = {m: y[idx] for m, y in Y.items()}
-        basis = (f"{len(idx):,} of the {n_pts:,} hardware points costed for {n_set} trained settings" if
-                 len(idx) < n_pts else f"the {n_pts:,} hardware points costed for {n_set} trained settings")
+        n = len(next(iter(values.values())))
+        params = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in X.items()} for i in range(n)]
+        basis = (f"{n:,} of the {n_pts:,} hardware points costed for {n_set} trained settings" if
+                 n < n_pts else f"the {n_pts:,} hardware points costed for {n_set} trained settings")
     else:
         from dse.search.study import point_of
 

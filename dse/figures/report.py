@@ -191,7 +191,7 @@ def build_report(spec, study, out: Path, *, storage: str | None = None, option: 
 
     parts.append("<h2>Figures</h2>")
     with tempfile.TemporaryDirectory(prefix="dse-report-") as tmp:
-        files = [p for p in make_plots(study, spec, Path(tmp)) if p.suffix == ".png"]
+        files = make_plots(study, spec, Path(tmp), formats=("png",))  # embedded as PNG: no SVG drawn
         if not files:
             parts.append('<p class="note">No figure: the study has no complete trial yet.</p>')
         for p in files:

@@ -78,6 +78,14 @@ def test_hybrid_importance_uses_every_costed_hardware_point(cli, ran_study, tmp_
         assert hit.sum() == 1
         for m, v in zip(spec.metrics, t.values):
             assert Y[m][hit][0] == pytest.approx(v, rel=1e-9)
+    # a sample is costed on its own: the same points and figures as those rows of the whole costing
+    Xs, Ys, n_set_s, n_pts_s = costed_points(spec, study, sample=n_pts // 3)
+    idx = np.sort(np.random.default_rng(0).choice(n_pts, n_pts // 3, replace=False))
+    assert (n_set_s, n_pts_s) == (n_set, n_pts) and set(Xs) == set(X) and set(Ys) == set(Y)
+    for k in X:
+        assert list(Xs[k]) == list(X[k][idx])
+    for m in Y:
+        assert np.array_equal(Ys[m], Y[m][idx], equal_nan=True)
 
 
 def _text_boxes(fig) -> list[tuple[str, object]]:

@@ -10,7 +10,7 @@ it:
   file reads them into ``StudySpec.options`` and ``spec.<option>`` reads them back;
 * ``validate(spec)``: refuse a study it cannot run (a ``UsageError`` naming the field);
 * ``helper_studies(name)``: the names of the other Optuna studies it keeps beside the main one;
-* ``importance_points(spec, study)``: the points parameter importance is computed over (None: the study's
+* ``importance_points(spec, study, sample)``: the points parameter importance is computed over (None: the study's
   trials, with Optuna's fANOVA);
 * ``stop_reason``: what the run summary says when :meth:`Strategy.step` returned False (unless the run's
   ``figures()`` give a ``stop_reason`` of their own, or, for a run on several workers, whose figures stay in
@@ -87,9 +87,10 @@ class Strategy:
         return None
 
     @classmethod
-    def importance_points(cls, spec, study):
-        """``(knob columns, metric columns, settings, points)`` to compute parameter importance over, or None
-        for the study's own trials (fANOVA)."""
+    def importance_points(cls, spec, study, sample: int):
+        """``(knob columns, metric columns, settings, points)`` to compute parameter importance over (the
+        columns a random sample of at most ``sample`` of the ``points``), or None for the study's own trials
+        (fANOVA)."""
         return None
 
     def __init__(self, spec, runner) -> None:
