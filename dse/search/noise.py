@@ -161,8 +161,18 @@ def noise_aware_front(points: Sequence[Point], metrics: Sequence[str], direction
         return plain
     feas = [q for q in points if q.feasible]
     noise = Noise(feas, metrics, directions)
-    maxi = noise.sign
-    rest = [j for j in range(len(metrics)) if j not in acc]
+    if all(noise.pooled[metrics[i]] is None for i in acc):
+        # no point rests on two seeds: a difference is an exact tie or undecided, so "within noise below" is
+        # "no better", and a point shadowed so would be dominated: the front is the plain one (saves a pass
+        # over every pair, 5 s on a front of 2,239 points of 2x10^4)
+        return plain
+    return _unshadowed(plain, feas, noise)
+
+
+def _unshadowed(plain: list[Point], feas: list[Point], noise: Noise) -> list[Point]:
+    """The points of ``plain`` no point of ``feas`` shadows within accuracy noise (see the module docstring)."""
+    acc, maxi = noise.acc, noise.sign
+    rest = [j for j in range(len(maxi)) if j not in acc]
     x = np.array([q.values for q in feas], dtype=np.float64).reshape(len(feas), -1) * maxi
     keep = []
     for p in plain:

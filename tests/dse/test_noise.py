@@ -57,6 +57,26 @@ def test_the_noise_aware_front_is_part_of_the_plain_front():
     assert aware <= plain and len(aware) < len(plain)
 
 
+def test_with_no_point_on_two_seeds_the_noise_aware_front_is_the_plain_one_as_the_full_test_finds():
+    """The shortcut noise_aware_front takes when no point rests on two seeds gives what the pairwise test
+    gives: one-seed points (shared seed, other seeds, exact ties of one setting, no record at all)."""
+    from dse.search.noise import _unshadowed
+
+    rng = np.random.default_rng(1)
+    pts = []
+    for i in range(120):
+        speed = float(rng.choice([1.0, 2.0, round(rng.uniform(1, 3), 1)]))
+        drop = round(speed + float(rng.uniform(-0.3, 0.3)), 1)  # faster, a larger drop; rounded: ties
+        p = pt(i, [drop], speed, seeds=[int(rng.integers(0, 3))])
+        pts.append(p if i % 10 else Point(number=i, values=p.values, metrics=p.metrics, params={}, feasible=True,
+                                          config={}, per_seed=None))
+    plain = front(pts, DIRS)
+    noise = Noise(pts, METRICS, DIRS)
+    assert noise.pooled["accuracy_drop"] is None and len(plain) >= 8
+    assert [p.number for p in noise_aware_front(pts, METRICS, DIRS)] == [p.number for p in plain]
+    assert [p.number for p in _unshadowed(plain, pts, noise)] == [p.number for p in plain]
+
+
 def test_clearly_dominated_needs_a_margin_beyond_noise():
     best = pt(0, [1.0, 2.0, 3.0], 2.0)
     within = pt(1, [1.5, 1.8, 3.3], 1.5)  # worse on average and slower, but not on every seed
