@@ -10,7 +10,7 @@ direction is the metric's natural one):
   are cut off by another's reference; every study's hypervolume is measured against it;
 * ``dominated_by[Y]`` of study X counts X's front points that some point of Y's front dominates (better or
   equal in every objective, strictly better in one); ``in_union_front`` counts X's points on the front of
-  all the studies' points together.
+  all the studies' points together (a point another study holds too counts for each that holds it).
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ def dominated_count(a: np.ndarray, b: np.ndarray, directions: list[str]) -> int:
     return int((le & lt).any(axis=1).sum())
 
 
+def check_names(names: list[str]) -> None:
+    """UsageError unless the studies' names are distinct (each names its rows and columns)."""
+    if len(set(names)) != len(names):
+        raise UsageError(f"compare: two studies share a name ({', '.join(names)}); give each its own "
+                         "[study] name")
+
+
 def compare(studies: list[tuple[str, object, list[Point], list[float] | None]], objectives: list[str],
             directions: list[str]) -> dict:
     """``studies``: (name, spec, points, its reference values for ``objectives`` or None) per study.
@@ -56,10 +63,7 @@ def compare(studies: list[tuple[str, object, list[Point], list[float] | None]], 
     StudyFront}}``; each row has the study, its complete / feasible trial counts, front size, hypervolume
     at the common reference, in_union_front, and ``dominated_by_<other>`` counts.
     """
-    names = [s[0] for s in studies]
-    if len(set(names)) != len(names):
-        raise UsageError(f"compare: two studies share a name ({', '.join(names)}); give each its own "
-                         "[study] name")
+    check_names([s[0] for s in studies])
     fronts: dict[str, StudyFront] = {}
     refs = []
     for name, spec, pts, ref in studies:
@@ -80,15 +84,12 @@ def compare(studies: list[tuple[str, object, list[Point], list[float] | None]], 
         raise UsageError("compare: no hypervolume reference point could be formed")
     r = np.array(refs, dtype=float)
     reference = [float(r[:, i].min() if d == "maximize" else r[:, i].max()) for i, d in enumerate(directions)]
-    union_pts = [Point(i, tuple(v), {}, {}, True, {}) for i, v in
-                 enumerate(np.concatenate([f.values for f in fronts.values()]))]
-    owner = np.concatenate([[n] * len(f.values) for n, f in fronts.items()]) if union_pts else np.array([])
-    union = {p.number for p in front(union_pts, directions)}
+    every = np.concatenate([f.values for f in fronts.values()])  # (the union front: what none of them dominates)
     rows = []
     for name, f in fronts.items():
         row = {"study": name, "complete": f.complete, "feasible": f.feasible, "front": len(f.values),
                "hypervolume": hypervolume(f.points, directions, reference),
-               "in_union_front": int(sum(1 for i in union if owner[i] == name))}
+               "in_union_front": len(f.values) - dominated_count(f.values, every, directions)}
         for other, g in fronts.items():
             if other != name:
                 row[f"dominated_by_{other}"] = dominated_count(f.values, g.values, directions)
@@ -144,6 +145,7 @@ def compare_studies(specs: list, objectives: list[str] | None = None, *, option:
             raise UsageError(f"{option}: the studies share fewer than two objectives; name two or more metrics "
                              f"with {option} M1,M2")
     directions = [natural_direction(m) for m in objs]
+    check_names([spec.name for spec in specs])  # before reading any study
     entries = []
     for spec in specs:
         study = open_study(spec, None, create=False)

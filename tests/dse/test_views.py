@@ -200,6 +200,34 @@ def test_compare_counts_dominance_and_hypervolume_at_a_common_reference(run, sma
     assert r.returncode == 2 and "share a name" in r.stderr
 
 
+def test_compare_counts_a_front_point_two_studies_share_for_both(monkeypatch):
+    """A study resumed from another's copy shares its first trials: their common front points were counted in
+    the union front for the first study only (779 of the second's 2,239, all on the union front). And two
+    studies of one name are refused before either is read (it took 10 s of reading at 10^4 trials)."""
+    import dse.search.study as study_mod
+    from dse.errors import UsageError
+    from dse.results.compare import compare, compare_studies
+    from dse.search.pareto import Point
+
+    def pt(i, v):
+        return Point(i, v, {"speedup": v[0], "energy_j": v[1]}, {}, True, {})
+
+    shared = [pt(0, (2.0, 5.0)), pt(1, (3.0, 6.0))]
+    a = shared + [pt(2, (1.0, 4.0))]
+    b = shared + [pt(3, (4.0, 9.0)), pt(4, (1.5, 5.5))]  # (1.5, 5.5) is dominated by (2.0, 5.0)
+    rows = {r["study"]: r for r in compare([("a", None, a, [0.0, 10.0]), ("b", None, b, [0.0, 10.0])],
+                                           ["speedup", "energy_j"], ["maximize", "minimize"])["studies"]}
+    assert rows["a"]["in_union_front"] == 3 and rows["b"]["in_union_front"] == 3  # the shared two for both
+    assert rows["a"]["front"] == 3 and rows["b"]["front"] == 3
+
+    class Spec:
+        name, metrics = "same", ["speedup", "energy_j"]
+
+    monkeypatch.setattr(study_mod, "open_study", lambda *a, **k: pytest.fail("a study was read"))
+    with pytest.raises(UsageError, match="share a name"):
+        compare_studies([Spec(), Spec()])
+
+
 def test_compare_says_when_accuracy_axes_come_from_different_proxies_or_seeds(tmp_path):
     """digits drops were judged against mnist1d drops with no word."""
     from dse.results.compare import accuracy_notes
