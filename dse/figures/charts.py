@@ -238,6 +238,11 @@ def standard_errors(pts, metric: str) -> np.ndarray | None:
     return np.where(np.isfinite(e), e, 0.0)
 
 
+#: more trials than this, and the objective pairs' grey trials (not the front) are drawn as an image inside
+#: the SVG: at 10^4 trials the file was 9 MB of markers and took seconds to write and to open
+RASTER_ABOVE = 2000
+
+
 def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
     """Per pair of objectives: every complete trial (grey; infeasible as x), the 2-D non-dominated set of
     the feasible ones as a staircase, the trials on the full front ringed (with error bars on an accuracy
@@ -257,10 +262,12 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
     fr = np.array([p.number in on_front for p in pts], dtype=bool)
     ref = reference_metrics(spec)
     se = {k: standard_errors(pts, k) for k in m}
+    flat = len(pts) > RASTER_ABOVE  # the grey background of a large study drawn as an image in the SVG
     for ax, (i, j) in zip(axes.flat, pairs):
-        ax.scatter(v[feas & ~fr, i], v[feas & ~fr, j], s=14, color="#9e9e9e", alpha=0.55, label="feasible trial")
+        ax.scatter(v[feas & ~fr, i], v[feas & ~fr, j], s=14, color="#9e9e9e", alpha=0.55, label="feasible trial",
+                   rasterized=flat)
         ax.scatter(v[~feas, i], v[~feas, j], s=18, marker="x", color="#b0b0b0", alpha=0.7,
-                   label="violates a constraint")
+                   label="violates a constraint", rasterized=flat)
         ax.scatter(v[fr, i], v[fr, j], s=34, facecolors="none", edgecolors=colour, lw=1.0,
                    label=f"on the {len(m)}-objective front")
         idx = np.flatnonzero(feas)
