@@ -9,11 +9,13 @@ finished trials after their first read).
 :class:`ListingRDBStorage` overrides only that listing (``_get_trials``, which Optuna's trial cache and
 every ``get_trials`` call go through): the same rows, read with plain SQL ``SELECT`` s on Optuna's own table
 definitions, one per table, and built into the same :class:`~optuna.trial.FrozenTrial` s (each distinct
-distribution JSON parsed once). Everything else, every write included, is Optuna's. ``tests/dse/test_rdbread.py``
+distribution JSON parsed once: trials of one knob share its distribution object, which nothing
+modifies). Everything else, every write included, is Optuna's. ``tests/dse/test_rdbread.py``
 checks the listing equals Optuna's, field by field, on SQLite and on PostgreSQL.
 
 It reads each table at its own moment, as Optuna's ORM listing does: the trials first, then the rows of
-the other tables that belong to them. A trial finished when it was listed has all its rows written
+the other tables that belong to them (chosen by trial id, not by state, so a trial whose state changed
+in between still gets all its rows). A trial finished when it was listed has all its rows written
 already (Optuna writes a trial's values and its state in one transaction, and a finished trial takes no
 more attributes), so it comes out whole; a running one may show a newer attribute than its state, as in
 Optuna's own listing, and is read again next time.
@@ -41,11 +43,6 @@ _SYSTEM = models.TrialSystemAttributeModel.__table__
 _INTERMEDIATE = models.TrialIntermediateValueModel.__table__
 
 
-#: unfinished trials Optuna's trial cache asks for by id, at most, in one ``IN`` list (SQLite allows 32766
-#: variables in a statement, older builds 999)
-MAX_LISTED_IDS = 500
-
-
 def _local(utc: datetime.datetime | None) -> datetime.datetime | None:
     """A stored naive UTC time as naive local time (what Optuna's ``TrialModel.datetime_start`` returns)."""
     return None if utc is None else utc.replace(tzinfo=datetime.timezone.utc).astimezone().replace(tzinfo=None)
@@ -59,26 +56,24 @@ class ListingRDBStorage(RDBStorage):
                     trial_id_greater_than: int) -> list[FrozenTrial]:
         included = {i for i in included_trial_ids if i <= trial_id_greater_than}
         where = [_T.c.study_id == study_id]
-        if states is not None:
-            where.append(_T.c.state.in_(list(states)))
-        if included and trial_id_greater_than > -1 and len(included) > MAX_LISTED_IDS:
-            # past a database's limit of variables in a statement: a superset, cut to the wanted ones below
-            where.append(_T.c.trial_id >= min(included))
-        elif included and trial_id_greater_than > -1:
-            where.append(sqlalchemy.or_(_T.c.trial_id.in_(included), _T.c.trial_id > trial_id_greater_than))
+        if included and trial_id_greater_than > -1:
+            # the ids written into the statement (integers): no bound variables, so no database's limit on them
+            ids_in = sqlalchemy.bindparam("included_ids", sorted(included), expanding=True, literal_execute=True)
+            where.append(sqlalchemy.or_(_T.c.trial_id.in_(ids_in), _T.c.trial_id > trial_id_greater_than))
         elif trial_id_greater_than > -1:
             where.append(_T.c.trial_id > trial_id_greater_than)
         with self.engine.connect() as conn:
             study = models.StudyModel.__table__
             if conn.execute(sqlalchemy.select(study.c.study_id).where(study.c.study_id == study_id)).first() is None:
                 raise KeyError(models.NOT_FOUND_MSG)  # as Optuna's listing
+            states_in = [] if states is None else [_T.c.state.in_(list(states))]
             rows = conn.execute(sqlalchemy.select(_T.c.trial_id, _T.c.number, _T.c.state, _T.c.datetime_start,
-                                                  _T.c.datetime_complete).where(*where)
+                                                  _T.c.datetime_complete).where(*where, *states_in)
                                 .order_by(_T.c.trial_id)).all()
-            if len(included) > MAX_LISTED_IDS and trial_id_greater_than > -1:
-                rows = [r for r in rows if r[0] in included or r[0] > trial_id_greater_than]
             if not rows:
                 return []
+            # the other tables' rows by the trials' ids, not their states: a trial whose state changed since
+            # the SELECT above still gets all its rows (rows of trials not listed are ignored)
             ids = sqlalchemy.select(_T.c.trial_id).where(*where).scalar_subquery()
 
             def of(table, *cols, order=None):
@@ -91,9 +86,9 @@ class ListingRDBStorage(RDBStorage):
             params = of(_PARAMS, _PARAMS.c.param_name, _PARAMS.c.param_value, _PARAMS.c.distribution_json,
                         order=_PARAMS.c.param_id)
             values = of(_VALUES, _VALUES.c.objective, _VALUES.c.value, _VALUES.c.value_type)
-            # attributes in the order they were set (Optuna's listing leaves it to the database)
-            user = of(_USER, _USER.c.key, _USER.c.value_json, order=_USER.c.trial_user_attribute_id)
-            system = of(_SYSTEM, _SYSTEM.c.key, _SYSTEM.c.value_json, order=_SYSTEM.c.trial_system_attribute_id)
+            # attributes by key, as Optuna gives them (its listing on SQLite, its get_trial everywhere)
+            user = of(_USER, _USER.c.key, _USER.c.value_json, order=_USER.c.key)
+            system = of(_SYSTEM, _SYSTEM.c.key, _SYSTEM.c.value_json, order=_SYSTEM.c.key)
             steps = of(_INTERMEDIATE, _INTERMEDIATE.c.step, _INTERMEDIATE.c.intermediate_value,
                        _INTERMEDIATE.c.intermediate_value_type)
         parsed: dict[str, distributions.BaseDistribution] = {}
