@@ -171,7 +171,7 @@ def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
     points = strategy_class(spec.strategy).importance_points(spec, study, MAX_IMPORTANCE_POINTS)
     if points is not None:
         X, values, n_set, n_pts = points  # (a sample, seed 0, when there are more points)
-        if not n_pts:
+        if not n_pts or not values:
             return None
         n = len(next(iter(values.values())))
         params = [{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in X.items()} for i in range(n)]

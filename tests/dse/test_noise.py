@@ -75,6 +75,10 @@ def test_with_no_point_on_two_seeds_the_noise_aware_front_is_the_plain_one_as_th
     assert noise.pooled["accuracy_drop"] is None and len(plain) >= 8
     assert [p.number for p in noise_aware_front(pts, METRICS, DIRS)] == [p.number for p in plain]
     assert [p.number for p in _unshadowed(plain, pts, noise)] == [p.number for p in plain]
+    # a stored value that is not its one seed's (review): the pairwise pass decides, not the shortcut
+    odd = [Point(0, (0.05, 1.0), {}, {}, True, {}, per_seed={"seeds": [0], "accuracy_drop": [0.10]}),
+           pt(1, [0.10], 2.0, seeds=[0])]
+    assert [p.number for p in noise_aware_front(odd, METRICS, DIRS)] == [1]
 
 
 def test_clearly_dominated_needs_a_margin_beyond_noise():
