@@ -119,6 +119,7 @@ def grid_untried(names: list[str], points, trials, *, running: bool = False) -> 
 
 def _grid(spec, seed: int):
     import optuna
+    from optuna.trial import TrialState
 
     if spec.strategy == "hybrid":
         # the hybrid walks its grid of training settings itself and enters the hardware points: the main study's
@@ -132,24 +133,37 @@ def _grid(spec, seed: int):
         shuffle that follows the sampler's seed and gives the first trials the point of their trial number
         unchecked, so a resumed run or another worker (dse seeds named samplers by worker and history)
         repeated points and took untried ones as tried; and an interrupted trial, never evaluated, counted
-        as tried. Each trial takes the first untried point at or after its trial number in the grid's order
-        (the study seed's shuffle, the same for every worker and run), so that workers asking at once take
-        different points."""
+        as tried. A trial takes the untried points in the grid's order (the study seed's shuffle, the same for
+        every worker and run), skipping those running trials have taken (their ``grid_id``) and one for each
+        earlier running trial that has not taken its point yet: workers asking at once, each from its own
+        reading of the study, take different points."""
 
         def before_trial(self, study, trial) -> None:
             # (Optuna's private attributes _all_grids, _param_names, _search_space: optuna>=5,<6)
             if "grid_id" in trial.system_attrs or "fixed_params" in trial.system_attrs:
                 return  # a retry or a queued trial: its values are given
             n = len(self._all_grids)
-            left = self._get_unvisited_grid_ids(study) or list(range(n))  # (all tried: one again, then stop)
-            gid = min(left, key=lambda i: (i - trial.number) % n)
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            left = self._untried(trials) or list(range(n))  # (all tried: one again, then stop)
+            # earlier trials choosing at this moment (running, no point yet) take the first ones by this rule
+            ahead = sum(1 for t in trials if t.state == TrialState.RUNNING and t.number < trial.number
+                        and not ({"grid_id", "fixed_params"} & set(t.system_attrs))
+                        and not all(k in t.params for k in self._param_names))
+            gid = left[ahead % len(left)]
             study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
             study._storage.set_trial_system_attr(trial._trial_id, "grid_id", gid)
 
+        def _untried(self, trials) -> list[int]:
+            """Untried points, in order, less those running trials hold (by their values or their grid_id);
+            when running trials hold every one left, the untried ones."""
+            held = {t.system_attrs["grid_id"] for t in trials if t.state == TrialState.RUNNING
+                    and "grid_id" in t.system_attrs}
+            free = [i for i in grid_untried(self._param_names, self._all_grids, trials, running=True)
+                    if i not in held]
+            return free or grid_untried(self._param_names, self._all_grids, trials)
+
         def _get_unvisited_grid_ids(self, study) -> list[int]:
-            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
-            return (grid_untried(self._param_names, self._all_grids, trials, running=True)
-                    or grid_untried(self._param_names, self._all_grids, trials))
+            return self._untried(study._storage.get_all_trials(study._study_id, deepcopy=False))
 
         def after_trial(self, study, trial, state, values) -> None:
             # the grid is done when no point is left untried once this trial ends as it does (a queued retry

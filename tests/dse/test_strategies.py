@@ -192,6 +192,44 @@ def test_two_workers_on_a_grid_try_every_point_and_say_so(tmp_path):
     assert len(set(done)) == 12 and len(done) <= 13  # (two workers may meet on the last point)
 
 
+@pytest.mark.parametrize("done", [0, 7, 10])
+def test_workers_choosing_grid_points_at_once_from_one_reading_take_different_points(tmp_path, done):
+    """Two workers each read the study, then each give its new trial a point: a trial took the first untried
+    point at or after its number, so two trials whose numbers straddled a gap took the same point (two
+    repeats in a loaded process-test run, 14 trials on the 12-point grid). Now one reading gives every trial
+    choosing at once its own point, and a trial already holding one (its grid_id) is skipped."""
+    from optuna.trial import TrialState
+
+    from dse.search.samplers import make_sampler
+    from dse.search.study import open_storage
+
+    _, spec = _grid_study(tmp_path, 20)
+    sampler = make_sampler(spec, seed=99)
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'g.db'}"), sampler=sampler)
+    grid = spec.space.grid()
+    dists = {k: optuna.distributions.CategoricalDistribution(v) for k, v in grid.items()}
+    order = sampler._all_grids  # the study seed's order
+    taken = [0, 2, 3, 5, 8, 9, 11][:done]  # a gappy set of complete points
+    for i in taken:
+        study.add_trial(optuna.trial.create_trial(params=dict(zip(sampler._param_names, order[i])),
+                                                  distributions=dists, values=[0.0]))
+    st = study._storage
+    mine = [st.get_trial(st.create_new_trial(study._study_id)) for _ in range(3)]  # three workers' new trials
+    reading = st.get_all_trials(study._study_id, deepcopy=False)  # what each read before any chose
+    st.get_all_trials = lambda *a, **k: reading
+    for t in reversed(mine):  # in any order: each from the same reading
+        sampler.before_trial(study, t)
+    del st.get_all_trials
+    got = [st.get_trial(t._trial_id).system_attrs["grid_id"] for t in mine]
+    left = [i for i in range(12) if i not in taken]
+    assert got == left[:3]  # distinct, the first untried ones in order
+    # a fourth trial reading the study now skips the points the three hold
+    fourth = st.get_trial(st.create_new_trial(study._study_id))
+    sampler.before_trial(study, fourth)
+    assert st.get_trial(fourth._trial_id).system_attrs["grid_id"] == left[3]
+    assert all(t.state == TrialState.RUNNING for t in st.get_all_trials(study._study_id) if t.number >= done)
+
+
 def test_a_retry_that_completes_the_grid_ends_the_run(tmp_path):
     """A queued retry (a dead worker's trial) evaluated by the runner may be the grid's last point: the run
     ends there instead of asking the sampler for one more, which would repeat a point."""
