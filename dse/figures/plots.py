@@ -128,7 +128,8 @@ def _chosen_points(spec: StudySpec, f) -> list:
 
 #: fewer distinct training settings per searched training knob than this: their shares are not separable
 MIN_SETTINGS_PER_KNOB = 4
-#: at most this many points go into fANOVA's forest (a sample, seed 0, of a hybrid study's costed points), and
+#: at most this many points go into fANOVA's forest (a sample, seed 0, of a hybrid study's costed points or of
+#: a joint study's complete trials; fANOVA's time grows with the points), and
 #: its trees: on the quick start 16 trees and 1,000 points take about 7 s an objective on a loaded core, and the
 #: shares differ from 64 trees' by at most 0.01 (64 trees take 4 times as long)
 MAX_IMPORTANCE_POINTS = 1000
@@ -182,9 +183,14 @@ def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
 
         # each trial's values of the study's objectives now (its recorded metrics, as every view reads them)
         placed = [(t, p) for t in complete if (p := point_of(t, spec)) is not None]
+        n_all = len(placed)
+        if n_all > MAX_IMPORTANCE_POINTS:  # a sample, seed 0, as the hybrid's costed points
+            keep = np.sort(np.random.default_rng(0).choice(n_all, MAX_IMPORTANCE_POINTS, replace=False))
+            placed = [placed[i] for i in keep]
         params = [dict(t.params) for t, _ in placed]
         values = {m: [p.values[i] for _, p in placed] for i, m in enumerate(spec.metrics)}
-        basis = f"{len(placed)} complete trials"
+        basis = (f"{len(placed):,} of the {n_all:,} complete trials" if len(placed) < n_all else
+                 f"{n_all} complete trials")
     settings = len({tuple(p.get(k) for k in train_knobs) for p in params}) if train_knobs else 0
     shares = fanova_shares(params, values, spec.space)
     rows = []

@@ -263,3 +263,37 @@ def test_a_large_studys_grey_trials_are_an_image_in_the_svg_and_its_front_stays_
     assert "<image" not in small  # every marker a vector mark
     # 16x the grey trials, one image per pair: under twice the size (drawn as markers, 16x)
     assert large.count("<image") == 3 and len(large) < 2 * len(small)
+
+
+def test_a_joint_studys_importance_rests_on_a_sample_of_its_trials(ran_study, monkeypatch):
+    """fANOVA's time grows with its points (about 20 s an objective at 10^4): a joint study's importance, like
+    the hybrid's, is computed over a sample (seed 0) of at most MAX_IMPORTANCE_POINTS complete trials, and the
+    figure says so."""
+    import matplotlib.pyplot as plt
+
+    from dse.figures import plots
+    from dse.search.study import open_study
+    from dse.search.studyfile import load_study
+
+    spec = load_study(ran_study)
+    study = open_study(spec, create=False)
+    complete = [dict(t.params) for t in study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 12
+    real, seen = plots.fanova_shares, []
+    monkeypatch.setattr(plots, "fanova_shares", lambda params, *a, **k: seen.append(params) or real(params, *a, **k))
+    monkeypatch.setattr(plots, "MAX_IMPORTANCE_POINTS", 5)
+    titles = []
+    for _ in range(2):
+        figs = dict(plots.study_figures(study, spec))
+        titles.append(figs["importance"].axes[0].get_title())
+        for f in figs.values():
+            plt.close(f)
+    assert len(seen) == 2 and seen[0] == seen[1]  # the same sample each time
+    assert len(seen[0]) == 5 and all(p in complete for p in seen[0])
+    assert len({tuple(sorted(p.items())) for p in seen[0]}) == 5  # drawn without replacement
+    assert "5 of the 12 complete trials" in titles[0]
+    monkeypatch.setattr(plots, "MAX_IMPORTANCE_POINTS", 1000)
+    figs = dict(plots.study_figures(study, spec))
+    assert len(seen[-1]) == 12 and "12 complete trials" in figs["importance"].axes[0].get_title()
+    for f in figs.values():
+        plt.close(f)
