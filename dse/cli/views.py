@@ -232,7 +232,8 @@ def _emit_rows(rows: list[dict], fmt: str) -> None:
 
 def compare(
     study_files: List[Path] = typer.Argument(..., metavar="STUDY.toml...",
-                                             help="Two or more study files (each with its own storage)."),
+                                             help="Two or more study files, each with its own storage (studies of one "
+                                                  "name are told apart by their files)."),
     objectives: Optional[str] = typer.Option(
         None, "--objectives", metavar="M1,M2[,...]",
         help="Metrics to compare on (default: the objectives every study shares, in the first study's order)."),

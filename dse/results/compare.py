@@ -15,6 +15,7 @@ direction is the metric's natural one):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,31 @@ def check_names(names: list[str]) -> None:
     if len(set(names)) != len(names):
         raise UsageError(f"compare: two studies share a name ({', '.join(names)}); give each its own "
                          "[study] name")
+
+
+def study_labels(specs: list) -> list[str]:
+    """Each study's name in :func:`compare_studies`'s rows, columns and fronts: its ``[study]`` name, or, where
+    studies share a name (a study and a copy run in another folder: the name is the stored study's, so it
+    cannot be changed), its name and its file. UsageError for a study given twice (the same name in the same
+    storage)."""
+    from dse.search.study import storage_url
+
+    names = [s.name for s in specs]
+    urls = [storage_url(s) for s in specs]
+    for i, (n, u) in enumerate(zip(names, urls)):
+        if (n, u) in list(zip(names, urls))[:i]:
+            raise UsageError(f"compare: the study {n!r} in {u} is given twice; give each study once")
+    labels = []
+    for s in specs:
+        if names.count(s.name) == 1:
+            labels.append(s.name)
+        elif s.path is None:
+            raise UsageError(f"compare: two studies share the name {s.name!r} and one has no study file to tell "
+                             "them apart; give each its own [study] name")
+        else:
+            shown = os.path.relpath(s.path)
+            labels.append(f"{s.name} ({s.path if shown.startswith('..') else shown})")
+    return labels
 
 
 def compare(studies: list[tuple[str, object, list[Point], list[float] | None]], objectives: list[str],
@@ -145,18 +171,18 @@ def compare_studies(specs: list, objectives: list[str] | None = None, *, option:
             raise UsageError(f"{option}: the studies share fewer than two objectives; name two or more metrics "
                              f"with {option} M1,M2")
     directions = [natural_direction(m) for m in objs]
-    check_names([spec.name for spec in specs])  # before reading any study
+    labels = study_labels(specs)  # before reading any study
     entries = []
-    for spec in specs:
+    for label, spec in zip(labels, specs):
         study = open_study(spec, None, create=False)
         try:
             points = load_points(study, spec)
         finally:
             close_study(study)
         ref = _reference_for(spec, objs, dict(zip(spec.metrics, hv_reference(spec))))
-        entries.append((spec.name, spec, points, ref))
+        entries.append((label, spec, points, ref))
     return {**compare(entries, objs, directions), "objectives": objs, "directions": directions,
-            "notes": accuracy_notes(specs, objs)}
+            "notes": accuracy_notes(specs, objs, labels)}
 
 
 def _proxy(spec) -> str:
@@ -165,20 +191,22 @@ def _proxy(spec) -> str:
         f"{t.task} / {t.network}, {t.epochs} epochs"
 
 
-def accuracy_notes(specs: list, objectives: list[str]) -> list[str]:
+def accuracy_notes(specs: list, objectives: list[str], labels: list[str] | None = None) -> list[str]:
     """What makes the studies' accuracy axes less comparable than they look, when an objective is an accuracy
     figure: different proxies (task, network, epochs: different accuracies altogether), or different
-    surrogate seeds (the differences include seed noise)."""
+    surrogate seeds (the differences include seed noise). ``labels``: the studies' names in the notes
+    (default: their ``[study]`` names)."""
     from dse.evaluation import metrics as registry
 
     if not any(registry.REGISTRY[m].per_seed for m in objectives):
         return []
+    labels = labels or [spec.name for spec in specs]
     notes = []
-    proxies = [(spec.name, _proxy(spec)) for spec in specs]
+    proxies = [(label, _proxy(spec)) for label, spec in zip(labels, specs)]
     if len({p for _, p in proxies}) > 1:
         notes.append("the studies' accuracy figures come from different proxies (" + "; ".join(
             f"{n}: {p}" for n, p in proxies) + "): their accuracy axes measure different things")
-    seeds = [(spec.name, (spec.first_seed, spec.seeds, spec.seeds_max)) for spec in specs]
+    seeds = [(label, (spec.first_seed, spec.seeds, spec.seeds_max)) for label, spec in zip(labels, specs)]
     if len({v for _, v in seeds}) > 1:
         def said(f, lo, hi):
             return f"{lo}{'' if lo == hi else f'-{hi}'} seeds from {f}"

@@ -197,7 +197,30 @@ def test_compare_counts_dominance_and_hypervolume_at_a_common_reference(run, sma
     assert (tmp_path / "cmp.png").stat().st_size > 10_000
     assert d["notes"] == []  # one proxy, one set of seeds
     r = run("compare", small, small, "--format", "json")
-    assert r.returncode == 2 and "share a name" in r.stderr
+    assert r.returncode == 2 and "is given twice" in r.stderr
+
+
+def test_compare_tells_two_studies_of_one_name_apart_by_their_files(run, small, tmp_path, monkeypatch):
+    """A study and a copy run in another folder share their [study] name (it names the stored study, so it
+    cannot be changed): compare refused them ("share a name"). Each is now named with its file."""
+    import shutil
+
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        for f in small.parent.glob(small.stem + ".*"):
+            shutil.copy(f, tmp_path / sub / f.name)
+    monkeypatch.chdir(tmp_path)
+    r = run("compare", "a/tiny.toml", "b/tiny.toml", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    a, b = "tiny (a/tiny.toml)", "tiny (b/tiny.toml)"
+    assert [row["study"] for row in d["studies"]] == [a, b] and set(d["fronts"]) == {a, b}
+    rows = {row["study"]: row for row in d["studies"]}
+    assert rows[a][f"dominated_by_{b}"] == 0 and rows[a]["front"] == rows[b]["front"] == len(_front(run, small))
+    r = run("compare", "a/tiny.toml", small, "--format", "csv")
+    assert r.returncode == 0 and f"tiny ({small})" in r.stdout  # a file outside the folder: its whole path
+    r = run("compare", "a/tiny.toml", "a/../a/tiny.toml")
+    assert r.returncode == 2 and "is given twice" in r.stderr
 
 
 def test_compare_counts_a_front_point_two_studies_share_for_both(monkeypatch):
@@ -221,10 +244,10 @@ def test_compare_counts_a_front_point_two_studies_share_for_both(monkeypatch):
     assert rows["a"]["front"] == 3 and rows["b"]["front"] == 3
 
     class Spec:
-        name, metrics = "same", ["speedup", "energy_j"]
+        name, metrics, path = "same", ["speedup", "energy_j"], None
 
     monkeypatch.setattr(study_mod, "open_study", lambda *a, **k: pytest.fail("a study was read"))
-    with pytest.raises(UsageError, match="share a name"):
+    with pytest.raises(UsageError, match="is given twice"):
         compare_studies([Spec(), Spec()])
 
 
