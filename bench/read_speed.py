@@ -7,8 +7,8 @@ stores --, then copies them into the same study up to ``--trials`` (Optuna's ``a
 a fresh process (the first read of a study is the one every read command pays; Optuna caches finished
 trials within a process):
 
-- the listing of every trial with Optuna's ``RDBStorage`` and with dse's ``ListingRDBStorage``
-  (``dse/search/rdbread.py``), and whether the two give the same trials;
+- the listing of every trial with Optuna's ``RDBStorage`` and with dse's ``FastRDBStorage``
+  (``dse/search/rdb.py``), and whether the two give the same trials;
 - ``dse status`` and ``dse pareto --format csv`` (wall time, the commands as a user runs them).
 
 Prints the figures, the listing's ratio and the load average (a wall time on a loaded machine is an upper
@@ -28,10 +28,10 @@ from pathlib import Path
 LISTING = """
 import hashlib, sys, time, optuna
 from optuna.storages import RDBStorage
-from dse.search.rdbread import ListingRDBStorage
+from dse.search.rdb import FastRDBStorage
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 url, name, which = sys.argv[1:4]
-st = (RDBStorage if which == "optuna" else ListingRDBStorage)(url)
+st = (RDBStorage if which == "optuna" else FastRDBStorage)(url)
 sid = st.get_study_id_from_name(name)
 t0, c0 = time.perf_counter(), time.process_time()
 trials = st._get_trials(sid, None, set(), -1)

@@ -45,7 +45,7 @@ from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
 from dse.search.identity import identity_change
 from dse.search.pareto import Point
-from dse.search.rdbread import ListingRDBStorage
+from dse.search.rdb import FastRDBStorage
 from dse.search.replication import race, start_seeds
 from dse.search.samplers import make_sampler
 from dse.search.storage import (
@@ -182,7 +182,7 @@ def _rdb_storage(url: str, engine_kwargs, kwargs, attempts: int = 6):
 
     for i in range(attempts):
         try:
-            return ListingRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)  # Optuna's, listing trials faster
+            return FastRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)  # Optuna's, listing trials faster
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as e:
             transient = isinstance(e, sqlalchemy.exc.IntegrityError) or "locked" in str(e) \
                 or "already exists" in str(e)

@@ -1,5 +1,6 @@
-"""dse's RDB storage lists a study's trials exactly as Optuna's own listing does (dse.search.rdbread), on
-SQLite and on PostgreSQL: every field of every trial, for every filter Optuna's trial cache asks with."""
+"""dse's RDB storage lists a study's trials exactly as Optuna's own listing does (dse.search.rdb), on
+SQLite and on PostgreSQL: every field of every trial, for every filter Optuna's trial cache asks with; it
+reads one trial as Optuna's get_trial does, and stores a trial created from a template as Optuna does."""
 
 import math
 import os
@@ -11,7 +12,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from dse.search.rdbread import ListingRDBStorage
+from dse.search.rdb import FastRDBStorage
 from dse.search.study import open_storage
 
 PG = os.environ.get("DSE_TEST_POSTGRES")
@@ -56,7 +57,7 @@ def _fields(t):
 
 
 def _same(storage_url, name):
-    ours, theirs = ListingRDBStorage(storage_url), RDBStorage(storage_url)
+    ours, theirs = FastRDBStorage(storage_url), RDBStorage(storage_url)
     try:
         sid = _fill(ours, name)
         first = min(t._trial_id for t in theirs.get_all_trials(sid))  # (a shared server's ids start anywhere)
@@ -86,6 +87,11 @@ def _same(storage_url, name):
         assert a and list(map(_fields, a)) == list(map(_fields, b))
         with pytest.raises(KeyError):
             ours._get_trials(10**6, None, set(), -1)
+        # one trial read alone, as Optuna's get_trial reads it
+        for t in theirs.get_all_trials(sid):
+            assert _fields(ours.get_trial(t._trial_id)) == _fields(theirs.get_trial(t._trial_id))
+        with pytest.raises(KeyError):
+            ours.get_trial(first + 10**6)
     finally:
         ours.engine.dispose()
         theirs.engine.dispose()
@@ -101,7 +107,7 @@ def _race(url, name):
     for states, act in (((TrialState.RUNNING,), lambda study, running: study.tell(running[0], 0.9)),
                         ((TrialState.WAITING,), lambda study, running: study.ask())):
         got = []
-        for cls in (RDBStorage, ListingRDBStorage):
+        for cls in (RDBStorage, FastRDBStorage):
             # the writer as dse opens a storage (SQLite in WAL mode: a reader blocks no writer)
             writer, reader = open_storage(url), cls(url)
             study = optuna.create_study(study_name=f"{name}_{len(got)}_{states[0].name}", storage=writer,
@@ -132,9 +138,81 @@ def _race(url, name):
         assert got[0] == got[1], states
 
 
+def _templates():
+    """Trials to create from templates (how the hybrid enters its points, and Optuna enqueues and retries):
+    every state, single and two objectives, infinite values, intermediate values, nested attributes."""
+    from optuna.trial import create_trial
+
+    dists = {"lr": FloatDistribution(1e-4, 1e-1, log=True), "width": IntDistribution(8, 64, step=8),
+             "mode": CategoricalDistribution(["a", 3, 2.5, None, True]), "x": FloatDistribution(-1, 1)}
+    two, one = [], []
+    for i, state in enumerate((TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING, TrialState.FAIL,
+                               TrialState.PRUNED, TrialState.COMPLETE)):
+        params = {"lr": 10 ** (-1 - i / 3), "width": 8 * (i + 1), "mode": ["a", 3, 2.5, None, True, "a"][i],
+                  "x": i / 10}
+        if i == 5:
+            params.pop("width")  # a trial without one of the knobs
+        kw = dict(state=state, params=params, distributions={k: dists[k] for k in params},
+                  user_attrs={"metrics": {"speedup": 1.5 + i, "nested": [1, {"a": None}], "s": "é"}, "n": i},
+                  system_attrs={"constraints": [0.0, -1.5 * i]},
+                  intermediate_values={0: 0.5, 3: math.nan, 7: -math.inf} if state == TrialState.PRUNED else {})
+        done = state == TrialState.COMPLETE
+        two.append(create_trial(values=[float(i), math.inf if i else -2.0] if done else None, **kw))
+        one.append(create_trial(value=float(i) if done else None, **kw))
+    return two, one
+
+
+def _created(url, name):
+    """Trials created from templates by dse's storage are stored as Optuna's own would store them: the same
+    fields read back by Optuna's storage; a parameter whose distribution is incompatible with the study's
+    earlier records is refused by both and leaves no trial."""
+    from optuna.trial import create_trial
+
+    listed = []
+    two, one = _templates()  # (one set for both: a template carries its start time)
+    for cls in (RDBStorage, FastRDBStorage):
+        st = cls(url)
+        try:
+            got = []
+            for directions, templates in ((["minimize", "maximize"], two), (["minimize"], one)):
+                sid = st.create_new_study(
+                    [optuna.study.StudyDirection.MINIMIZE if d == "minimize" else optuna.study.StudyDirection.MAXIMIZE
+                     for d in directions], f"{name}_{cls.__name__}_{len(directions)}")
+                for t in templates:
+                    st.create_new_trial(sid, template_trial=t)
+                for bad in (FloatDistribution(0, 1), CategoricalDistribution(["a", 3])):  # kind; choices
+                    with pytest.raises(ValueError):
+                        st.create_new_trial(sid, template_trial=create_trial(
+                            state=TrialState.WAITING, params={"mode": 0.5 if bad.__class__ is FloatDistribution
+                                                              else "a"}, distributions={"mode": bad}))
+                # another study takes any distribution for the name
+                other = st.create_new_study([optuna.study.StudyDirection.MINIMIZE],
+                                            f"{name}_{cls.__name__}_{len(directions)}_other")
+                st.create_new_trial(other, template_trial=create_trial(
+                    state=TrialState.WAITING, params={"mode": 0.5}, distributions={"mode": FloatDistribution(0, 1)}))
+                reader = RDBStorage(url)
+                try:
+                    got.append([reader.get_trial(t._trial_id) for t in reader.get_all_trials(sid)] +
+                               reader.get_all_trials(other))
+                finally:
+                    reader.engine.dispose()
+            listed.append(got)
+        finally:
+            st.engine.dispose()
+    for a, b in zip(*listed):
+        assert len(a) == len(b) == 7
+        for x, y in zip(a, b):
+            fx, fy = _fields(x), _fields(y)
+            fx.pop("_trial_id"), fy.pop("_trial_id")
+            assert fx == fy
+            assert list(x.params.items()) == list(y.params.items())
+            assert [type(v) for v in x.params.values()] == [type(v) for v in y.params.values()]
+
+
 def test_the_listing_equals_optunas_on_sqlite(tmp_path):
     _same(f"sqlite:///{tmp_path / 'l.db'}", "listing")
     _race(f"sqlite:///{tmp_path / 'l.db'}", "race")
+    _created(f"sqlite:///{tmp_path / 'l.db'}", "created")
 
 
 @pytest.mark.postgres
@@ -142,11 +220,12 @@ def test_the_listing_equals_optunas_on_sqlite(tmp_path):
 def test_the_listing_equals_optunas_on_postgresql():
     _same(PG, f"listing_{os.getpid()}_{int(time.time() * 1000) % 10**8}")
     _race(PG, f"race_{os.getpid()}_{int(time.time() * 1000) % 10**8}")
+    _created(PG, f"created_{os.getpid()}_{int(time.time() * 1000) % 10**8}")
 
 
 def test_dse_opens_a_sqlite_study_with_the_faster_listing(tmp_path):  # (PostgreSQL: the same _rdb_storage)
     st = open_storage(f"sqlite:///{tmp_path / 'o.db'}")
     try:
-        assert isinstance(st, ListingRDBStorage)
+        assert isinstance(st, FastRDBStorage)
     finally:
         st.engine.dispose()
