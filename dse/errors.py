@@ -10,6 +10,11 @@ class UsageError(Exception):
     """
 
 
+class StudyWarning(UserWarning):
+    """What a user should know about a stored study before trusting what a command prints from it (the
+    command line prints it as one line, ``dse: warning: ...``)."""
+
+
 #: exit codes of the ``dse`` command (documented in ``dse --help`` and the README)
 EXIT_OK = 0
 EXIT_FAILURE = 1

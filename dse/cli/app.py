@@ -19,7 +19,7 @@ from dse import __version__
 from dse.cli import evaluate, layer, pipeline, study, surrogate, views
 from dse.cli.models import models_cmd
 from dse.cli.output import SIGNALLED
-from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, StudyWarning, UsageError
 
 app = typer.Typer(
     name="dse",
@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> None:
         shown = warnings.showwarning
 
         def show(message, category, *args, **kw):  # library notices only with --debug
-            if debug or _state["debug"] or not _library_warning(category):
+            if issubclass(category, StudyWarning):
+                typer.echo(f"dse: warning: {message}", err=True)
+            elif debug or _state["debug"] or not _library_warning(category):
                 shown(message, category, *args, **kw)
 
         warnings.showwarning = show

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["identity_change", "ABSENT"]
+__all__ = ["identity_change", "model_change", "ABSENT", "MODEL_FROM_ATTR"]
 
 
 def identity_change(stored: dict, now: dict) -> str | None:
@@ -38,3 +38,58 @@ def identity_change(stored: dict, now: dict) -> str | None:
 
 #: a value missing on one side
 ABSENT = object()
+
+
+#: the study user attribute naming the first trial a run's ``--accept-changes`` accepted under a changed model:
+#: a run checks the trials from it on (a read command checks from the first)
+MODEL_FROM_ATTR = "dse_model_from"
+#: at most this many trials are read to find one to re-cost (the first trials of a study are almost always
+#: complete)
+MODEL_CHECK_TRIALS = 8
+#: a stored figure and the same figure re-costed differ beyond this (relative): another model made it
+MODEL_TOLERANCE = 1e-6
+
+
+def model_change(study, start: int = 0) -> str | None:
+    """Whether the models that computed the study's stored figures are this dse's: its first complete trial
+    from number ``start`` on, re-costed with this dse's accelerator model at the GP fraction it recorded, must
+    give the hardware figures it stored (``dse export`` and ``dse show`` recompute them so), and its accuracy
+    proxy's version (recorded since cache version 4) must be this one's. A description of the first
+    difference ("trial 48's speedup: 2.944 stored, 2.168 by this dse's model"), or None. Reads at most
+    :data:`MODEL_CHECK_TRIALS` trials and costs one configuration: milliseconds, not a listing."""
+    import math
+
+    from optuna.trial import TrialState
+
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate_hardware
+    from models.surrogate import CACHE_VERSION
+
+    st, sid = study._storage, study._study_id
+    for number in range(start, start + MODEL_CHECK_TRIALS):
+        try:
+            t = st.get_trial(st.get_trial_id_from_study_id_trial_number(sid, number))
+        except KeyError:
+            return None  # no trial to check
+        stored = t.user_attrs.get("metrics")
+        if t.state == TrialState.COMPLETE and isinstance(stored, dict) and "config" in t.user_attrs:
+            break
+    else:
+        return None
+    version = t.user_attrs.get("surrogate", {}).get("cache_version")
+    if version is not None and version != CACHE_VERSION:
+        return f"trial {t.number}'s accuracy came from the accuracy proxy's version {version}, this dse's is " \
+               f"{CACHE_VERSION}"
+    try:
+        cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {t.number} config")
+        now = evaluate_hardware(cfg, float(stored.get("gp_fraction", 0.0)))["metrics"]
+    except Exception as e:  # a configuration this dse cannot read or cost: made by another one
+        why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"trial {t.number}'s configuration cannot be costed by this dse ({why})"
+    for m, v in now.items():
+        if m not in stored or not isinstance(stored[m], (int, float)) or not isinstance(v, (int, float)):
+            continue
+        a, b = float(stored[m]), float(v)
+        if not (math.isclose(a, b, rel_tol=MODEL_TOLERANCE, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))):
+            return f"trial {t.number}'s {m}: {a:.6g} stored, {b:.6g} by this dse's model"
+    return None

@@ -39,11 +39,11 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.config.space import Bundle, Choice, Range
-from dse.errors import UsageError
+from dse.errors import StudyWarning, UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
-from dse.search.identity import identity_change
+from dse.search.identity import MODEL_FROM_ATTR, identity_change, model_change
 from dse.search.pareto import Point
 from dse.search.rdb import FastRDBStorage
 from dse.search.replication import race, start_seeds
@@ -57,6 +57,7 @@ from dse.search.storage import (
     repair_journal,
     storage_fault,
 )
+from models.surrogate import CACHE_VERSION as SURROGATE_VERSION
 
 if TYPE_CHECKING:
     from dse.search.studyfile import StudySpec
@@ -289,7 +290,32 @@ def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_cha
         raise UsageError(f"study {spec.name!r} in {mask_url(url)} has objectives directed {stored}, the file "
                          f"says {spec.directions}; use another [study] name for a different search")
     check_identity(study, spec, url, create=create, accept_changes=accept_changes)
+    check_model(study, spec, url, create=create, accept_changes=accept_changes)
     return study
+
+
+def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool) -> None:
+    """A study whose stored figures another version of dse's models computed (:func:`model_change`): a run
+    is refused (its new trials would not compare with the stored ones), unless ``accept_changes``, which
+    records from which trial on this dse's models hold; a read command warns (:class:`StudyWarning`)."""
+    if not create:
+        change = model_change(study)
+        if change:
+            warnings.warn(StudyWarning(
+                f"study {spec.name!r}: its stored figures were computed by a dse whose models differ from this "
+                f"one's ({change}); they are that version's, and dse show and dse export recompute them with "
+                "this one"), stacklevel=2)
+        return
+    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)))
+    if change is None:
+        return
+    if not accept_changes:
+        raise UsageError(
+            f"study {spec.name!r} in {mask_url(url)} was made by a dse whose models differ from this one's "
+            f"({change}): new trials would not compare with its trials; give [study] name a new value to start a "
+            "new study, or add to this one anyway: dse run --accept-changes (from Python: "
+            "dse.run(spec, accept_changes=True))")
+    study.set_user_attr(MODEL_FROM_ATTR, len(study.get_trials(deepcopy=False)))
 
 
 def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool
@@ -618,6 +644,7 @@ def trial_record(spec: StudySpec, cfg, out: dict) -> dict:
                         for r in out["models"]]}
     if out.get("surrogate") is not None:
         attrs["surrogate"] = {k: v for k, v in out["surrogate"].items() if isinstance(v, (int, float, str, bool))}
+        attrs["surrogate"]["cache_version"] = SURROGATE_VERSION  # (a study made by another proxy is told apart)
         record = registry.seed_record(out["surrogate"])
         if record is not None:  # the values behind the means, for the paired-seed test (dse.search.noise)
             attrs["per_seed"] = record

@@ -1,0 +1,96 @@
+"""A study whose stored figures another version of dse's models computed: a run refuses to add trials that
+would not compare with them (unless --accept-changes), a read command warns in one line. Before, a study made
+by an older dse (plain-BP energy on the reference accelerator 111.3 kJ there, 74.1 kJ now) was resumed in
+silence: one front held 122 points of the old model and 32 of the new."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import optuna
+import sqlalchemy
+
+from dse.search.identity import MODEL_FROM_ATTR, model_change
+
+
+def _copy(small, tmp_path):
+    for f in small.parent.glob(small.stem + ".*"):
+        shutil.copy(f, tmp_path / f.name)
+    return tmp_path / small.name
+
+
+def _db(p):
+    return f"sqlite:///{p.with_suffix('.db')}"
+
+
+def _edit_stored(p, number: int, edit) -> None:
+    """Rewrite a stored attribute of trial ``number`` as another dse would have stored it (a finished trial
+    takes no writes through Optuna)."""
+    eng = sqlalchemy.create_engine(_db(p))
+    try:
+        with eng.begin() as c:
+            tid = c.execute(sqlalchemy.text("SELECT trial_id FROM trials WHERE number = :n AND study_id = "
+                                            "(SELECT study_id FROM studies WHERE study_name = 'tiny')"),
+                            {"n": number}).scalar_one()
+            for key in ("metrics", "surrogate"):
+                v = json.loads(c.execute(sqlalchemy.text("SELECT value_json FROM trial_user_attributes WHERE "
+                                                         "trial_id = :t AND key = :k"), {"t": tid, "k": key}
+                                         ).scalar_one())
+                new = edit(key, v)
+                c.execute(sqlalchemy.text("UPDATE trial_user_attributes SET value_json = :v WHERE trial_id = :t "
+                                          "AND key = :k"), {"v": json.dumps(new), "t": tid, "k": key})
+    finally:
+        eng.dispose()
+
+
+def _study(p):
+    return optuna.load_study(study_name="tiny", storage=_db(p))
+
+
+def test_a_study_of_this_dse_passes_the_check(cli, ran_study, tmp_path):
+    p = _copy(ran_study, tmp_path)
+    assert model_change(_study(p)) is None
+    assert _study(p).trials[0].user_attrs["surrogate"]["cache_version"] >= 4
+    r = cli("status", p)
+    assert r.returncode == 0 and "warning" not in r.stderr
+
+
+def test_figures_another_model_computed_stop_a_run_and_are_named_by_read_commands(cli, ran_study, tmp_path):
+    p = _copy(ran_study, tmp_path)
+    first = _study(p).trials[0]
+    speedup = first.user_attrs["metrics"]["speedup"]
+    _edit_stored(p, first.number, lambda key, v: {**v, "speedup": v["speedup"] * 1.3} if key == "metrics" else v)
+    change = model_change(_study(p))
+    assert change == f"trial {first.number}'s speedup: {speedup * 1.3:.6g} stored, {speedup:.6g} by this dse's model"
+
+    n = len(_study(p).trials)
+    r = cli("run", p, "--trials", n + 2, "--quiet")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "was made by a dse whose models differ" in line and change in line and "--accept-changes" in line
+    assert len(_study(p).trials) == n  # nothing added
+
+    for cmd in (("status", p), ("pareto", p), ("export", p, "--out", tmp_path / "knee.toml")):
+        r = cli(*cmd)
+        assert r.returncode == 0, r.stderr
+        warned = [ln for ln in r.stderr.splitlines() if ln.startswith("dse: warning:")]
+        assert len(warned) == 1 and change in warned[0] and "Traceback" not in r.stderr, cmd
+
+    # accepted: the run goes on, and later runs check the trials made from then on
+    r = cli("run", p, "--trials", n + 2, "--accept-changes", "--quiet")
+    assert r.returncode == 0, r.stderr
+    study = _study(p)
+    assert study.user_attrs[MODEL_FROM_ATTR] == n and len(study.trials) == n + 2
+    assert model_change(study, n) is None and model_change(study) == change
+    r = cli("run", p, "--trials", n + 3, "--quiet")
+    assert r.returncode == 0, r.stderr
+
+
+def test_accuracy_from_another_version_of_the_proxy_is_named(ran_study, tmp_path):
+    p = _copy(ran_study, tmp_path)
+    _edit_stored(p, 0, lambda key, v: {**v, "cache_version": 3} if key == "surrogate" else v)
+    assert "accuracy proxy's version 3" in model_change(_study(p))
+    _edit_stored(p, 0, lambda key, v: {k: x for k, x in v.items() if k != "cache_version"} if key == "surrogate"
+                 else v)  # recorded only since: a trial without it is judged by its hardware figures alone
+    assert model_change(_study(p)) is None
