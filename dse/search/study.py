@@ -302,19 +302,19 @@ def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool,
         change = model_change(study)
         if change:
             warnings.warn(StudyWarning(
-                f"study {spec.name!r}: its stored figures were computed by a dse whose models differ from this "
-                f"one's ({change}); they are that version's, and dse show and dse export recompute them with "
-                "this one"), stacklevel=2)
+                f"study {spec.name!r} holds figures this dse does not reproduce ({change}): another version of "
+                "dse's models, or of a file the study names, computed them; dse show and dse export recompute a "
+                "trial's figures with this one"), stacklevel=2)
         return
     change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)))
     if change is None:
         return
     if not accept_changes:
         raise UsageError(
-            f"study {spec.name!r} in {mask_url(url)} was made by a dse whose models differ from this one's "
-            f"({change}): new trials would not compare with its trials; give [study] name a new value to start a "
-            "new study, or add to this one anyway: dse run --accept-changes (from Python: "
-            "dse.run(spec, accept_changes=True))")
+            f"study {spec.name!r} in {mask_url(url)} holds figures this dse does not reproduce ({change}): another "
+            "version of dse's models, or of a file the study names, computed them, and new trials would not compare "
+            "with them; give [study] name a new value to start a new study, or add to this one anyway: dse run "
+            "--accept-changes (from Python: dse.run(spec, accept_changes=True))")
     study.set_user_attr(MODEL_FROM_ATTR, len(study.get_trials(deepcopy=False)))
 
 
@@ -362,6 +362,12 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                 f"({clash[1]}), so give [study] name a new value to start a new study")
     if not (create or accept_changes):
         return  # a read-only look at a study made before studies remembered their file
+    clash = _distribution_clash(study, spec) if old is None else None
+    if clash:  # made before studies remembered their file, by a file that searched a knob otherwise
+        raise UsageError(
+            f"study {spec.name!r} in {mask_url(url)} was made from a study file it did not record; space.{clash[0]} "
+            f"cannot take the file's values in this study, whose trials sampled it otherwise ({clash[1]}), so give "
+            "[study] name a new value to start a new study")
     study.set_user_attr(IDENTITY_ATTR, now)
     if study.metric_names != spec.metrics:
         with warnings.catch_warnings():  # experimental since Optuna 3.2, stable in use

@@ -220,6 +220,23 @@ def test_an_unforeseen_error_in_a_setting_is_recorded_and_the_search_goes_on(stu
     assert [t.user_attrs.get("fail_reason") for t in failed] == ["RuntimeError: an unforeseen error"]
 
 
+def test_a_run_whose_settings_all_fail_with_an_error_says_so_not_that_the_space_is_exhausted(study_file,
+                                                                                               monkeypatch):
+    """A study whose parameters Optuna refused failed every setting as its points entered; after 50 of them the
+    run said the space was exhausted ("brought no hardware point that is not in the study already")."""
+    from dse.search.strategies import hybrid
+    from dse.search.study import ended_early
+
+    spec = _hybrid(study_file)
+    monkeypatch.setattr(hybrid, "MAX_REPEATS", 3)
+    monkeypatch.setattr(hybrid.Hybrid, "_enter", lambda self, *a: (_ for _ in ()).throw(ValueError("a clash")))
+    res = run(spec)
+    assert res["exhausted"] and res["finished"] == 0
+    want = "its last 3 training settings failed with an error (the last: ValueError: a clash)"
+    assert want in res["stop_reason"] and "exhausted" not in res["stop_reason"]
+    assert want in ended_early(open_study(spec, create=False))
+
+
 def test_a_claim_is_compared_only_once_earlier_claims_have_their_knobs(monkeypatch):
     """Another worker's outer trial exists before its sampler has set its knobs: the check waits until every
     earlier running claim has them (else two workers could both train one setting), and gives up on one that

@@ -68,7 +68,7 @@ def test_figures_another_model_computed_stop_a_run_and_are_named_by_read_command
     r = cli("run", p, "--trials", n + 2, "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert "was made by a dse whose models differ" in line and change in line and "--accept-changes" in line
+    assert "holds figures this dse does not reproduce" in line and change in line and "--accept-changes" in line
     assert len(_study(p).trials) == n  # nothing added
 
     for cmd in (("status", p), ("pareto", p), ("export", p, "--out", tmp_path / "knee.toml")):
@@ -94,3 +94,25 @@ def test_accuracy_from_another_version_of_the_proxy_is_named(ran_study, tmp_path
     _edit_stored(p, 0, lambda key, v: {k: x for k, x in v.items() if k != "cache_version"} if key == "surrogate"
                  else v)  # recorded only since: a trial without it is judged by its hardware figures alone
     assert model_change(_study(p)) is None
+
+
+def test_a_study_made_before_studies_recorded_their_file_is_checked_against_its_trials(cli, ran_study, tmp_path):
+    """A study with no recorded file was taken as made by the file at hand: a file whose list of choices
+    differed ran a whole budget of trials that Optuna refused one by one, and the run said the space was
+    exhausted."""
+    p = _copy(ran_study, tmp_path)
+    eng = sqlalchemy.create_engine(_db(p))
+    with eng.begin() as c:
+        c.execute(sqlalchemy.text("DELETE FROM study_user_attributes WHERE key = 'dse_study_file'"))
+    eng.dispose()
+    text = p.read_text()
+    assert "pred_width = [8, 32]" in text
+    p.write_text(text.replace("pred_width = [8, 32]", "pred_width = [8, 16]"))
+    n = len(_study(p).trials)
+    r = cli("run", p, "--trials", n + 2, "--quiet")
+    assert r.returncode == 2 and "did not record" in r.stderr and "space.training.pred_width" in r.stderr, r.stderr
+    assert len(_study(p).trials) == n
+    p.write_text(text)  # the file that made it: adopted, as before
+    r = cli("run", p, "--trials", n + 2, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "dse_study_file" in _study(p).user_attrs and len(_study(p).trials) == n + 2

@@ -425,6 +425,8 @@ class Hybrid(Strategy):
         self.outer = optuna.load_study(storage=store, study_name=name, sampler=sampler)
         self.dists = {n: distribution(k) for n, k in spec.space.searched()}
         self.repeats = 0  # consecutive training settings that brought nothing new
+        self.errors, self.error = 0, None  # how many of them in a row failed with an error; the last one's
+        self.failed = None  # the error the current setting failed with
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
         self.entered = 0
         self.spent = False  # the run budget ([study] runs) holds no further setting
@@ -479,6 +481,7 @@ class Hybrid(Strategy):
             # dead; Optuna's heartbeat retry keeps the queued_by of the trial it retries): this trial takes one
         self.entered = 0
         self.waited = self.lost = False
+        self.failed = None
         optimize_one(self.outer, self._setting)
         if self.lost:  # another worker took the queued setting first: nothing trained; choose again
             return True
@@ -486,6 +489,8 @@ class Hybrid(Strategy):
             time.sleep(WAIT_S)
             return True
         self.repeats = 0 if self.entered else self.repeats + 1
+        self.errors = self.errors + 1 if self.failed else 0
+        self.error = self.failed or self.error
         return self.repeats < MAX_REPEATS
 
     def queues(self) -> list:
@@ -676,8 +681,9 @@ class Hybrid(Strategy):
                 self.guard.record_fault(e)  # without a reason, is queued again first when the run resumes
                 _mark_cut(ot)
                 raise
-            ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input: record
-            raise  # it, the search goes on
+            self.failed = f"{type(e).__name__}: {e}"  # a bug or an unforeseen input: record it, the search
+            ot.set_user_attr("fail_reason", self.failed)  # goes on
+            raise
         if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
             raise TrialFailed("no possible hardware point")
@@ -700,7 +706,8 @@ class Hybrid(Strategy):
                 self.guard.record_fault(e)
                 _mark_cut(ot)
             else:
-                ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
+                self.failed = f"{type(e).__name__}: {e}"
+                ot.set_user_attr("fail_reason", self.failed)
             raise
         ot.set_user_attr("entered_points", self.entered)  # 0: trained, but no point of it is in the study
         if not self.entered:
@@ -799,6 +806,9 @@ class Hybrid(Strategy):
             out["stop_reason"] = budget_spent(self.spec, out["training_runs"])
         elif self.grid_done:
             out["stop_reason"] = GRID_DONE
+        elif self.repeats >= MAX_REPEATS and self.errors >= self.repeats:  # not an exhausted space: an error
+            out["stop_reason"] = (f"the hybrid search stopped: its last {self.errors} training settings failed "
+                                  f"with an error (the last: {self.error}); their training trials keep the reason")
         return out
 
 
