@@ -340,6 +340,15 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
         old = {**old, "space": {n: once(v) if isinstance(v, list) else v for n, v in old.get("space", {}).items()}}
     if old is not None:
         change = identity_change(old, now)
+        stored = old.get("strategy")
+        if change and not accept_changes and stored != spec.strategy and \
+                identity_change({**old, "strategy": spec.strategy}, now) is None:
+            # only the strategy differs: a run given --strategy made it (the file names another); --accept-changes
+            # would turn it into a study of the file's strategy
+            raise UsageError(
+                f"study {spec.name!r} in {mask_url(url)} was run with strategy {stored!r} (dse run --strategy "
+                f"{stored}), the file says {spec.strategy!r}: set strategy = \"{stored}\" in its [study] table to "
+                f"read or resume it" + ("" if not create else f" (or give dse run --strategy {stored})"))
         if change and not accept_changes:
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "

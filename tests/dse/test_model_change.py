@@ -1,7 +1,9 @@
-"""A study whose stored figures another version of dse's models computed: a run refuses to add trials that
+"""What a stored study was made by, checked when it is opened. A study whose stored figures another version of
+dse's models computed: a run refuses to add trials that
 would not compare with them (unless --accept-changes), a read command warns in one line. Before, a study made
 by an older dse (plain-BP energy on the reference accelerator 111.3 kJ there, 74.1 kJ now) was resumed in
-silence: one front held 122 points of the old model and 32 of the new."""
+silence: one front held 122 points of the old model and 32 of the new. A study made before studies recorded
+their file, and one run with another strategy than its file's, are named as such."""
 
 from __future__ import annotations
 
@@ -116,3 +118,20 @@ def test_a_study_made_before_studies_recorded_their_file_is_checked_against_its_
     r = cli("run", p, "--trials", n + 2, "--quiet")
     assert r.returncode == 0, r.stderr
     assert "dse_study_file" in _study(p).user_attrs and len(_study(p).trials) == n + 2
+
+
+def test_a_study_run_with_another_strategy_says_how_to_read_it(cli, study_file):
+    """`dse run FILE --strategy joint` on a file of the hybrid: every read command then said the study was made
+    from a different study file and suggested --accept-changes, which would turn it into a hybrid study."""
+    text = study_file.read_text()
+    assert 'strategy = "joint"' not in text
+    study_file.write_text(text.replace("[study]", '[study]\nstrategy = "hybrid"', 1))
+    assert cli("run", study_file, "--strategy", "joint", "--trials", 3, "--quiet").returncode == 0
+    for cmd in (("status", study_file), ("pareto", study_file), ("run", study_file, "--trials", 4, "--quiet")):
+        r = cli(*cmd)
+        assert r.returncode == 2 and "was run with strategy 'joint'" in r.stderr, r.stderr
+        assert 'set strategy = "joint" in its [study] table' in r.stderr and "--accept-changes" not in r.stderr
+        assert ("(or give dse run --strategy joint)" in r.stderr) == (cmd[0] == "run")
+    assert cli("run", study_file, "--strategy", "joint", "--trials", 4, "--quiet").returncode == 0
+    study_file.write_text(text.replace("[study]", '[study]\nstrategy = "joint"', 1))
+    assert cli("status", study_file).returncode == 0
