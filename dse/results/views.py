@@ -147,6 +147,11 @@ def trial_detail(study, spec, number: int, *, model: str | None = None, layers: 
     return frozen_trial_detail(find_trial(study, number), spec, model=model, layers=layers)
 
 
+#: what an unfinished trial with no recorded reason is doing, by state (a failed or pruned one says why it ended)
+UNFINISHED = {"running": "still running: no result yet (its knobs appear once its sampler has chosen them)",
+              "waiting": "queued: no worker has started it yet"}
+
+
 def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = False) -> dict:
     """Everything stored and derivable about one trial (an Optuna ``FrozenTrial``, read before its storage
     was closed: the breakdown needs no storage): state, knobs (requested), metrics, the per-model breakdown
@@ -155,7 +160,7 @@ def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = Fal
     state = t.state.name.lower()
     out: dict = {"trial": number, "state": state, "params": dict(t.params)}
     if state != "complete" or "config" not in t.user_attrs:
-        out["reason"] = t.user_attrs.get("fail_reason", "no reason recorded")
+        out["reason"] = t.user_attrs.get("fail_reason", UNFINISHED.get(state, "no reason recorded"))
         return out
     cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {number} config")
     metrics = dict(t.user_attrs.get("metrics", {}))

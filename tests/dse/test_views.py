@@ -378,3 +378,22 @@ def test_dse_show_reads_one_trial_not_the_whole_study(ran_study):
     for n in (99, -1, 10**30):  # (10**30: past SQLite's integers)
         with pytest.raises(UsageError, match=rf"the study has no trial {n} \(trials 0-11\)"):
             find_trial(study, n)
+
+
+def test_show_says_a_running_or_queued_trial_has_no_result_yet(run, small, tmp_path):
+    """`dse show` on a running trial printed "reason: no reason recorded", as for a trial that failed silently."""
+    import shutil
+
+    import optuna
+
+    for f in small.parent.glob(small.stem + ".*"):
+        shutil.copy(f, tmp_path / f.name)
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    running = study.ask().number
+    study.enqueue_trial({})
+    queued = running + 1
+    for number, want in ((running, "reason: still running: no result yet"),
+                         (queued, "reason: queued: no worker has started it yet")):
+        r = run("show", tmp_path / "tiny.toml", number)
+        assert r.returncode == 0, r.stderr
+        assert want in r.stdout and "no reason recorded" not in r.stdout, r.stdout
