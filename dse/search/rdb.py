@@ -22,8 +22,8 @@ Optuna's own listing, and is read again next time. ``get_trial`` reads one trial
 
 Creating a trial from a template (how the hybrid enters each costed point, and how Optuna enqueues and
 retries trials) wrote every parameter, value and attribute with statements of its own, each parameter
-looking up an earlier record of its name first: about 50 statements a trial, 16 s of a 34 s quick-start run
-(``--workers 1``, profiled: 51 ms of the 84 ms the hybrid spent entering each of its 320 points).
+looking up an earlier record of its name first: about 50 statements a trial; the quick start's run with one
+worker took 12.4-13.0 s so, 8.2-8.3 s with the creation below (docs/benchmarks.md, "Entering trials").
 ``_get_prepared_new_trial`` writes the same rows with one ``INSERT`` per table, in Optuna's transaction; the
 tests read the trials back with Optuna's own storage and compare them with trials Optuna created from the
 same templates.
@@ -139,7 +139,7 @@ class FastRDBStorage(RDBStorage):
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
         """The trial ``trial_id`` read as the listing reads (Optuna's loads it through the ORM, a query per
-        table and relationship: 7 ms a trial; the hybrid reads the number of every point it enters)."""
+        table and relationship; the hybrid reads the number of every point it enters)."""
         with self.engine.connect() as conn:
             got = _read(conn, [_T.c.trial_id == trial_id])
         if not got:
@@ -148,11 +148,11 @@ class FastRDBStorage(RDBStorage):
 
     def _get_prepared_new_trial(self, study_id: int, template_trial: FrozenTrial | None, session) -> models.TrialModel:
         """A new trial from ``template_trial`` written with one ``INSERT`` per table (Optuna writes each
-        parameter, value and attribute with queries of its own: about 50 statements for a trial of dse's, 51 ms
-        of the 84 ms the hybrid spent per entered point on the quick start). The same rows as Optuna's, in the same
-        transaction, under the study's row lock :meth:`_create_new_trial` takes; each parameter's distribution
-        checked against one earlier record of that parameter in the study, as Optuna checks it (read once per
-        parameter name and process: compatibility is an equivalence, and stored records do not change)."""
+        parameter, value and attribute with queries of its own: about 50 statements for a trial of dse's). The
+        same rows as Optuna's, in the same transaction, under the study's row lock :meth:`_create_new_trial`
+        takes; each parameter's distribution checked against one earlier record of that parameter in the study,
+        as Optuna checks it (read once per parameter name and process: compatibility is an equivalence, and
+        stored records do not change)."""
         if template_trial is None:
             return super()._get_prepared_new_trial(study_id, template_trial, session)
         t = template_trial
