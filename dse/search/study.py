@@ -346,9 +346,11 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
             # only the strategy differs: a run given --strategy made it (the file names another); --accept-changes
             # would turn it into a study of the file's strategy
             raise UsageError(
-                f"study {spec.name!r} in {mask_url(url)} was run with strategy {stored!r} (dse run --strategy "
-                f"{stored}), the file says {spec.strategy!r}: set strategy = \"{stored}\" in its [study] table to "
-                f"read or resume it" + ("" if not create else f" (or give dse run --strategy {stored})"))
+                f"study {spec.name!r} in {mask_url(url)} holds trials of strategy {stored!r}, not {spec.strategy!r} "
+                f"(the file's [study] strategy, or dse run --strategy): to read or resume it, name strategy = "
+                f"\"{stored}\" in the file's [study] table" + (f" or give dse run --strategy {stored}" if create
+                                                                else "") +
+                f"; to search with {spec.strategy!r}, give [study] name a new value")
         if change and not accept_changes:
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "

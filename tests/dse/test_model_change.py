@@ -129,9 +129,9 @@ def test_a_study_run_with_another_strategy_says_how_to_read_it(cli, study_file):
     assert cli("run", study_file, "--strategy", "joint", "--trials", 3, "--quiet").returncode == 0
     for cmd in (("status", study_file), ("pareto", study_file), ("run", study_file, "--trials", 4, "--quiet")):
         r = cli(*cmd)
-        assert r.returncode == 2 and "was run with strategy 'joint'" in r.stderr, r.stderr
-        assert 'set strategy = "joint" in its [study] table' in r.stderr and "--accept-changes" not in r.stderr
-        assert ("(or give dse run --strategy joint)" in r.stderr) == (cmd[0] == "run")
+        assert r.returncode == 2 and "holds trials of strategy 'joint', not 'hybrid'" in r.stderr, r.stderr
+        assert 'name strategy = "joint" in the file\'s [study] table' in r.stderr and "--accept-changes" not in r.stderr
+        assert ("or give dse run --strategy joint;" in r.stderr) == (cmd[0] == "run")
     assert cli("run", study_file, "--strategy", "joint", "--trials", 4, "--quiet").returncode == 0
     study_file.write_text(text.replace("[study]", '[study]\nstrategy = "joint"', 1))
     assert cli("status", study_file).returncode == 0

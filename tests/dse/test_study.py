@@ -258,7 +258,7 @@ def test_a_changed_file_is_refused_with_what_changed_and_nothing_is_lost(study_f
     study_file.write_text(original)
     # --strategy overrides count too: joint trials are not appended to a hybrid study (and vice versa)
     code, out, err = _run_cli(capsys, "run", str(study_file), "--strategy", "hybrid", "--quiet")
-    assert code == 2 and 'strategy: "joint" -> "hybrid"' in err
+    assert code == 2 and "holds trials of strategy 'joint', not 'hybrid'" in err and "--accept-changes" not in err
     assert [(t.number, t.state, t.values) for t in open_study(spec, create=False).get_trials()] == before
 
 
