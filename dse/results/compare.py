@@ -61,13 +61,14 @@ def study_labels(specs: list) -> list[str]:
     studies share a name (a study and a copy run in another folder: the name is the stored study's, so it
     cannot be changed), its name and its file. UsageError for a study given twice (the same name in the same
     storage)."""
+    from dse.search.storage import mask_url
     from dse.search.study import storage_url
 
     names = [s.name for s in specs]
     urls = [storage_url(s) for s in specs]
     for i, (n, u) in enumerate(zip(names, urls)):
         if (n, u) in list(zip(names, urls))[:i]:
-            raise UsageError(f"compare: the study {n!r} in {u} is given twice; give each study once")
+            raise UsageError(f"compare: the study {n!r} in {mask_url(u)} is given twice; give each study once")
     labels = []
     for s in specs:
         if names.count(s.name) == 1:

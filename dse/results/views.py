@@ -148,7 +148,7 @@ def trial_detail(study, spec, number: int, *, model: str | None = None, layers: 
 
 
 #: what an unfinished trial with no recorded reason is doing, by state (a failed or pruned one says why it ended)
-UNFINISHED = {"running": "still running: no result yet (its knobs appear once its sampler has chosen them)",
+UNFINISHED = {"running": "running, no result yet (or its worker died: the next run recovers it)",
               "waiting": "queued: no worker has started it yet"}
 
 

@@ -137,6 +137,12 @@ class FastRDBStorage(RDBStorage):
             states_in = [] if states is None else [_T.c.state.in_(list(states))]
             return _read(conn, where, states_in)
 
+    def delete_study(self, study_id: int) -> None:
+        super().delete_study(study_id)
+        if self._known:  # (SQLite gives a deleted study's id to the next one it creates)
+            for key in [k for k in self._known if k[0] == study_id]:
+                del self._known[key]
+
     def get_trial(self, trial_id: int) -> FrozenTrial:
         """The trial ``trial_id`` read as the listing reads (Optuna's loads it through the ORM, a query per
         table and relationship; the hybrid reads the number of every point it enters)."""
@@ -151,8 +157,8 @@ class FastRDBStorage(RDBStorage):
         parameter, value and attribute with queries of its own: about 50 statements for a trial of dse's). The
         same rows as Optuna's, in the same transaction, under the study's row lock :meth:`_create_new_trial`
         takes; each parameter's distribution checked against one earlier record of that parameter in the study,
-        as Optuna checks it (read once per parameter name and process: compatibility is an equivalence, and
-        stored records do not change)."""
+        as Optuna checks it (read once per parameter name and process: compatibility is an equivalence, and a
+        study's stored records do not change; forgotten when the study is deleted)."""
         if template_trial is None:
             return super()._get_prepared_new_trial(study_id, template_trial, session)
         t = template_trial

@@ -294,19 +294,35 @@ def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_cha
     return study
 
 
+#: (storage URL, study id, first trial) -> :func:`model_change`'s answer, once it checked a trial: a run opens
+#: its study several times (the probe, the run, the summary), and the zoo's check costs about 0.5 s
+_MODEL_CHECKED: dict[tuple, str | None] = {}
+
+
+def _model_change(study: optuna.Study, url: str, start: int) -> str | None:
+    key = (url, study._study_id, start)
+    if key not in _MODEL_CHECKED:
+        checked: list[int] = []
+        change = model_change(study, start, checked)
+        if not checked:
+            return change  # no trial to check yet: the next open looks again
+        _MODEL_CHECKED[key] = change
+    return _MODEL_CHECKED[key]
+
+
 def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool) -> None:
     """A study whose stored figures another version of dse's models computed (:func:`model_change`): a run
     is refused (its new trials would not compare with the stored ones), unless ``accept_changes``, which
     records from which trial on this dse's models hold; a read command warns (:class:`StudyWarning`)."""
     if not create:
-        change = model_change(study)
+        change = _model_change(study, url, 0)
         if change:
             warnings.warn(StudyWarning(
                 f"study {spec.name!r} holds figures this dse does not reproduce ({change}): another version of "
                 "dse's models, or of a file the study names, computed them; dse show and dse export recompute a "
                 "trial's figures with this one"), stacklevel=2)
         return
-    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)))
+    change = _model_change(study, url, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)))
     if change is None:
         return
     if not accept_changes:

@@ -135,3 +135,17 @@ def test_a_study_run_with_another_strategy_says_how_to_read_it(cli, study_file):
     assert cli("run", study_file, "--strategy", "joint", "--trials", 4, "--quiet").returncode == 0
     study_file.write_text(text.replace("[study]", '[study]\nstrategy = "joint"', 1))
     assert cli("status", study_file).returncode == 0
+
+
+def test_a_run_on_workers_says_the_reason_its_workers_recorded(study_file):
+    """`dse run --workers N` prints Strategy.ended (the workers' figures do not come back): it said the hybrid's
+    space was exhausted when the workers had recorded that their settings failed with an error."""
+    from dse.search.strategies.hybrid import Hybrid
+    from dse.search.study import open_study, record_end
+    from dse.search.studyfile import load_study
+
+    spec = load_study(study_file).with_overrides(strategy="hybrid")
+    study = open_study(spec)
+    assert Hybrid.ended(spec, study) == Hybrid.stop_reason  # nothing recorded: the strategy's own reason
+    record_end(study, "its last 3 training settings failed with an error (the last: ValueError: a clash)")
+    assert "failed with an error" in Hybrid.ended(spec, open_study(spec, create=False))

@@ -209,6 +209,32 @@ def _created(url, name):
             assert [type(v) for v in x.params.values()] == [type(v) for v in y.params.values()]
 
 
+def test_a_deleted_studys_parameters_do_not_bind_the_next_study_given_its_id(tmp_path):
+    """SQLite gives a deleted study's id to the next study: the distributions remembered for the first must not
+    judge the second's trials (Optuna's storage accepts a categorical there after a float)."""
+    from optuna.study import StudyDirection
+    from optuna.trial import create_trial
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    for cls in (RDBStorage, FastRDBStorage):
+        st = cls(url)
+        try:
+            def make(name, dist, value):
+                sid = st.create_new_study([StudyDirection.MINIMIZE], name)
+                for _ in range(2):  # (the second creation reads the first's record)
+                    st.create_new_trial(sid, template_trial=create_trial(
+                        state=TrialState.WAITING, params={"x": value}, distributions={"x": dist}))
+                return sid
+
+            first = make(f"a_{cls.__name__}", FloatDistribution(0, 1), 0.5)
+            st.delete_study(first)
+            again = make(f"b_{cls.__name__}", CategoricalDistribution(["u", "v"]), "u")
+            assert again == first  # the id given again
+            assert [t.params for t in st.get_all_trials(again)] == [{"x": "u"}] * 2
+        finally:
+            st.engine.dispose()
+
+
 def test_the_listing_equals_optunas_on_sqlite(tmp_path):
     _same(f"sqlite:///{tmp_path / 'l.db'}", "listing")
     _race(f"sqlite:///{tmp_path / 'l.db'}", "race")

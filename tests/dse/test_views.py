@@ -221,6 +221,9 @@ def test_compare_tells_two_studies_of_one_name_apart_by_their_files(run, small, 
     assert r.returncode == 0 and f"tiny ({small})" in r.stdout  # a file outside the folder: its whole path
     r = run("compare", "a/tiny.toml", "a/../a/tiny.toml")
     assert r.returncode == 2 and "is given twice" in r.stderr
+    monkeypatch.setenv("DSE_STORAGE", "postgresql://alice:s3cretpw@127.0.0.1:1/db")  # one study: its password hidden
+    r = run("compare", "a/tiny.toml", "b/tiny.toml")
+    assert r.returncode == 2 and "is given twice" in r.stderr and "s3cretpw" not in r.stderr, r.stderr
 
 
 def test_compare_counts_a_front_point_two_studies_share_for_both(monkeypatch):
@@ -392,7 +395,7 @@ def test_show_says_a_running_or_queued_trial_has_no_result_yet(run, small, tmp_p
     running = study.ask().number
     study.enqueue_trial({})
     queued = running + 1
-    for number, want in ((running, "reason: still running: no result yet"),
+    for number, want in ((running, "reason: running, no result yet"),
                          (queued, "reason: queued: no worker has started it yet")):
         r = run("show", tmp_path / "tiny.toml", number)
         assert r.returncode == 0, r.stderr

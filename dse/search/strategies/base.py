@@ -78,8 +78,11 @@ class Strategy:
     @classmethod
     def ended(cls, spec, study) -> str:
         """Why a run of ``spec`` that ended before its trial budget ended, read from the stored ``study`` (what
-        ``dse run --workers N`` prints: the workers' own figures are not returned to it)."""
-        return cls.covered(spec, study) or cls.stop_reason
+        ``dse run --workers N`` prints: the workers' own figures are not returned to it, the reason they
+        recorded is: :func:`dse.search.study.record_end`)."""
+        from dse.search.study import ended_early
+
+        return cls.covered(spec, study) or ended_early(study) or cls.stop_reason
 
     @classmethod
     def run_summary(cls, spec, study) -> str | None:
