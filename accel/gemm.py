@@ -273,6 +273,19 @@ class _Ifmap:
                 b = b + np.where(has_rm & has_rk, self.block(np.maximum(rm, 1.0), np.maximum(rk, 1.0)), 0.0)
         return np.where(self.conv, np.clip(b, self.full(), dense), dense)
 
+    def chunks(self, m, k):
+        """Bytes of one pass over A in chunks of at most ``m x k`` that the mapper sizes (any smaller chunk
+        would do): ``ceil(M/m) * ceil(K/k)`` equal chunks, each with its halo. Unlike :meth:`passes` (the
+        array's folds: whole ones plus a remainder, whose halo depends on the remainder's size, so a larger
+        fold can cost more) this never grows with ``m`` or ``k``: a block's bytes per element never do."""
+        dense = self.M * self.K * self.w
+        if self.conv is None:
+            return dense + 0.0 * m * k
+        m, k = np.minimum(m, self.M), np.minimum(k, self.K)
+        nm, nk = np.ceil(self.M / m), np.ceil(self.K / k)
+        b = nm * nk * self.block(self.M / nm, self.K / nk)
+        return np.where(self.conv, np.clip(b, self.full(), dense), dense)
+
     def _inv_pixels(self, cap, kk):
         """Largest pixel extent p (with window extent kk) whose raw block fits cap."""
         chans = np.minimum(self.C, (np.minimum(kk, self.win) - 1.0) / (self.kh * self.kw) + 1.0)
@@ -353,6 +366,12 @@ class _Operand:
             return self.fp.passes(*self._xy(ext), block=block)
         return self.fp.passes(*self._xy(ext))
 
+    def chunks(self, ext):
+        """One pass in chunks of at most ``ext`` sized by the mapper (equal chunks; see ``_Ifmap.chunks``)."""
+        if isinstance(self.fp, _Ifmap):
+            return self.fp.chunks(*self._xy(ext))
+        return self.fp.passes(*self._xy(ext))
+
     def stream(self, ext, cap):
         """One pass streaming ``ext`` blocks: unique data if one block fits (its neighbours' overlap stays
         on chip), else every block with its own halo."""
@@ -425,7 +444,8 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, ifm: _Ifma
     u = chunk(Rop.inv(cr, Dr, ext(Re, Ce, T)), R, Sr)
     ok = u >= Re
     n_r = np.where(ok, np.ceil(Sr / np.maximum(u, 1.0)), Fr)
-    rop_b = np.where(ok, Rop.passes(ext(np.maximum(u, 1.0), Ce, T)), Fc * r_pass)
+    # chunks of one fold (the fold pass) stay available to a larger chunk
+    rop_b = np.where(ok, np.minimum(Rop.chunks(ext(np.maximum(u, 1.0), Ce, T)), r_pass), Fc * r_pass)
     if out_psum:
         fits = acc.full() <= cc
         cop_b_rd = np.where(fits, 0.0, psum_spill(n_r) / 2.0)
@@ -441,7 +461,7 @@ def _dram(df: Dataflow, M, K, N, Sr, Sc, T, R, C, Fr, Fc, w, a, half, ifm: _Ifma
         feasible = t >= 1.0
         t1 = np.maximum(t, 1.0)
         n_t = np.ceil(T / t1)
-        rop_c = np.where(feasible, Rop.passes(ext(Sr, Sc, t1)), np.inf)
+        rop_c = np.where(feasible, Rop.chunks(ext(Sr, Sc, t1)), np.inf)
         s_c = np.where(S.full() <= cs, S.full(), n_t * s_once)
         orders.append((rop_c, 0.0 * Sr, cop_once + 0.0 * Sr, s_c))
     totals = [r + cr_ + cw + s for r, cr_, cw, s in orders]
