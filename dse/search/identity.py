@@ -57,8 +57,9 @@ def model_change(study, start: int = 0, checked: list | None = None) -> str | No
     """Whether the models that computed the study's stored figures are this dse's: its first complete trial
     from number ``start`` on, re-costed with this dse's accelerator model at the GP fraction it recorded, must
     give the hardware figures it stored (``dse export`` and ``dse show`` recompute them so), and its accuracy
-    proxy's version (recorded since cache version 4) must be this one's. A description of the first
-    difference ("trial 48's speedup: 2.944 stored, 2.168 by this dse's model"), or None. Reads at most
+    proxy's version (which trials record from this dse on: ``surrogate.cache_version``) must be this one's.
+    A description of the first difference ("trial 48's speedup: 2.944 stored, 2.168 by this dse's model"),
+    or None. Reads at most
     :data:`MODEL_CHECK_TRIALS` trials, not a listing, and costs one configuration (0.06-0.08 s for the quick
     start's ResNet-18, about 0.5 s for the zoo's 16 models). ``checked`` receives the number of the trial
     checked, if any."""
@@ -97,6 +98,7 @@ def model_change(study, start: int = 0, checked: list | None = None) -> str | No
         if m not in stored or not isinstance(stored[m], (int, float)) or not isinstance(v, (int, float)):
             continue
         a, b = float(stored[m]), float(v)
-        if not (math.isclose(a, b, rel_tol=MODEL_TOLERANCE, abs_tol=MODEL_ABS_TOLERANCE) or (math.isnan(a) and math.isnan(b))):
+        same = math.isclose(a, b, rel_tol=MODEL_TOLERANCE, abs_tol=MODEL_ABS_TOLERANCE)
+        if not (same or (math.isnan(a) and math.isnan(b))):
             return f"trial {t.number}'s {m}: {a:.6g} stored, {b:.6g} by this dse's model"
     return None

@@ -183,7 +183,8 @@ def _rdb_storage(url: str, engine_kwargs, kwargs, attempts: int = 6):
 
     for i in range(attempts):
         try:
-            return FastRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)  # Optuna's, listing trials faster
+            # Optuna's, reading and creating trials faster
+            return FastRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as e:
             transient = isinstance(e, sqlalchemy.exc.IntegrityError) or "locked" in str(e) \
                 or "already exists" in str(e)
