@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["identity_change", "model_change", "ABSENT", "MODEL_FROM_ATTR"]
+__all__ = ["identity_change", "model_change", "checked_trial", "trial_model_change", "ABSENT", "MODEL_FROM_ATTR"]
 
 
 def identity_change(stored: dict, now: dict) -> str | None:
@@ -53,23 +53,10 @@ MODEL_CHECK_TRIALS = 8
 MODEL_TOLERANCE, MODEL_ABS_TOLERANCE = 1e-4, 1e-5
 
 
-def model_change(study, start: int = 0, checked: list | None = None) -> str | None:
-    """Whether the models that computed the study's stored figures are this dse's: its first complete trial
-    from number ``start`` on, re-costed with this dse's accelerator model at the GP fraction it recorded, must
-    give the hardware figures it stored (``dse export`` and ``dse show`` recompute them so), and its accuracy
-    proxy's version (which trials record from this dse on: ``surrogate.cache_version``) must be this one's.
-    A description of the first difference ("trial 48's speedup: 2.944 stored, 2.168 by this dse's model"),
-    or None. Reads at most
-    :data:`MODEL_CHECK_TRIALS` trials, not a listing, and costs one configuration (0.06-0.08 s for the quick
-    start's ResNet-18, about 0.5 s for the zoo's 16 models). ``checked`` receives the number of the trial
-    checked, if any."""
-    import math
-
+def checked_trial(study, start: int = 0):
+    """The trial :func:`model_change` re-costs: the first complete one with its metrics and configuration from
+    number ``start`` on (at most :data:`MODEL_CHECK_TRIALS` read, not a listing), or None."""
     from optuna.trial import TrialState
-
-    from dse.config.configuration import Configuration
-    from dse.evaluation.evaluator import evaluate_hardware
-    from models.surrogate import CACHE_VERSION
 
     st, sid = study._storage, study._study_id
     for number in range(start, start + MODEL_CHECK_TRIALS):
@@ -77,13 +64,33 @@ def model_change(study, start: int = 0, checked: list | None = None) -> str | No
             t = st.get_trial(st.get_trial_id_from_study_id_trial_number(sid, number))
         except KeyError:
             return None  # no trial to check
-        stored = t.user_attrs.get("metrics")
-        if t.state == TrialState.COMPLETE and isinstance(stored, dict) and "config" in t.user_attrs:
-            break
-    else:
-        return None
-    if checked is not None:
-        checked.append(t.number)
+        if t.state == TrialState.COMPLETE and isinstance(t.user_attrs.get("metrics"), dict) \
+                and "config" in t.user_attrs:
+            return t
+    return None
+
+
+def model_change(study, start: int = 0) -> str | None:
+    """Whether the models that computed the study's stored figures are this dse's: its first complete trial
+    from number ``start`` on (:func:`checked_trial`), re-costed with this dse's accelerator model at the GP
+    fraction it recorded, must give the hardware figures it stored (``dse export`` and ``dse show`` recompute
+    them so), and its accuracy proxy's version (which trials record from this dse on:
+    ``surrogate.cache_version``) must be this one's. A description of the first difference ("trial 48's
+    speedup: 2.944 stored, 2.168 by this dse's model"), or None. Costs one configuration (0.06-0.08 s for the
+    quick start's ResNet-18, about 0.5 s for the zoo's 16 models)."""
+    t = checked_trial(study, start)
+    return None if t is None else trial_model_change(t)
+
+
+def trial_model_change(t) -> str | None:
+    """:func:`model_change` for the stored trial ``t``."""
+    import math
+
+    from dse.config.configuration import Configuration
+    from dse.evaluation.evaluator import evaluate_hardware
+    from models.surrogate import CACHE_VERSION
+
+    stored = t.user_attrs["metrics"]
     version = t.user_attrs.get("surrogate", {}).get("cache_version")
     if version is not None and version != CACHE_VERSION:
         return f"trial {t.number}'s accuracy came from the accuracy proxy's version {version}, this dse's is " \

@@ -43,7 +43,7 @@ from dse.errors import StudyWarning, UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
-from dse.search.identity import MODEL_FROM_ATTR, identity_change, model_change
+from dse.search.identity import MODEL_FROM_ATTR, checked_trial, identity_change, trial_model_change
 from dse.search.pareto import Point
 from dse.search.rdb import FastRDBStorage
 from dse.search.replication import race, start_seeds
@@ -295,18 +295,22 @@ def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_cha
     return study
 
 
-#: (storage URL, study id, first trial) -> :func:`model_change`'s answer, once it checked a trial: a run opens
-#: its study several times (the probe, the run, the summary), and the zoo's check costs about 0.5 s
+#: (storage URL, the checked trial: id, start time, what it stored) -> :func:`trial_model_change`'s answer: a
+#: run opens its study several times (the probe, the run, the summary), and the zoo's check costs about 0.5 s.
+#: Keyed by the trial, not the study: a study file deleted and made again reuses the study's id
 _MODEL_CHECKED: dict[tuple, str | None] = {}
 
 
 def _model_change(study: optuna.Study, url: str, start: int) -> str | None:
-    key = (url, study._study_id, start)
+    t = checked_trial(study, start)
+    if t is None:
+        return None
+    key = (url, t._trial_id, t.datetime_start, json.dumps([t.user_attrs["metrics"], t.user_attrs["config"],
+                                                            t.user_attrs.get("surrogate")], sort_keys=True))
     if key not in _MODEL_CHECKED:
-        checked: list[int] = []
-        change = model_change(study, start, checked)
-        if not checked:
-            return change  # no trial to check yet: the next open looks again
+        change = trial_model_change(t)
+        if change is not None and "cannot be costed" in change:
+            return change  # (a file it names may be restored: looked at again next time)
         _MODEL_CHECKED[key] = change
     return _MODEL_CHECKED[key]
 

@@ -149,3 +149,18 @@ def test_a_run_on_workers_says_the_reason_its_workers_recorded(study_file):
     assert Hybrid.ended(spec, study) == Hybrid.stop_reason  # nothing recorded: the strategy's own reason
     record_end(study, "its last 3 training settings failed with an error (the last: ValueError: a clash)")
     assert "failed with an error" in Hybrid.ended(spec, open_study(spec, create=False))
+
+
+def test_a_study_made_again_at_the_same_path_is_checked_afresh(cli, ran_study, tmp_path):
+    """The check is remembered within a process; keyed by the study, a study file deleted and made again (SQLite
+    gives the new study the old one's id) inherited the old study's verdict: a fresh run of this dse was refused
+    as made by another model."""
+    p = _copy(ran_study, tmp_path)
+    _edit_stored(p, 0, lambda key, v: {**v, "speedup": v["speedup"] * 1.3} if key == "metrics" else v)
+    r = cli("status", p)
+    assert r.returncode == 0 and "dse: warning:" in r.stderr
+    p.with_suffix(".db").unlink()
+    r = cli("run", p, "--quiet")
+    assert r.returncode == 0 and "does not reproduce" not in r.stderr, r.stderr
+    r = cli("status", p)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
