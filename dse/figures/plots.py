@@ -167,6 +167,7 @@ def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
     model; a sample of at most :data:`MAX_IMPORTANCE_POINTS`). The figure names how many distinct training
     settings the shares rest on, and warns when that is too few to separate the training knobs."""
     from dse.search.strategies import strategy_class
+    from dse.search.strategies.base import importance_sample
 
     train_knobs = [n for n, _ in spec.space.searched() if n.startswith("training.")]
     points = strategy_class(spec.strategy).importance_points(spec, study, MAX_IMPORTANCE_POINTS)
@@ -184,9 +185,7 @@ def _importance(study, spec: StudySpec, complete, plt, sns, warn=None):
         # each trial's values of the study's objectives now (its recorded metrics, as every view reads them)
         placed = [(t, p) for t in complete if (p := point_of(t, spec)) is not None]
         n_all = len(placed)
-        if n_all > MAX_IMPORTANCE_POINTS:  # a sample, seed 0, as the hybrid's costed points
-            keep = np.sort(np.random.default_rng(0).choice(n_all, MAX_IMPORTANCE_POINTS, replace=False))
-            placed = [placed[i] for i in keep]
+        placed = [placed[i] for i in importance_sample(n_all, MAX_IMPORTANCE_POINTS)]  # as the hybrid's points
         params = [dict(t.params) for t, _ in placed]
         values = {m: [p.values[i] for _, p in placed] for i, m in enumerate(spec.metrics)}
         basis = (f"{len(placed):,} of the {n_all:,} complete trials" if len(placed) < n_all else

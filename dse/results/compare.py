@@ -66,9 +66,11 @@ def study_labels(specs: list) -> list[str]:
 
     names = [s.name for s in specs]
     urls = [storage_url(s) for s in specs]
-    for i, (n, u) in enumerate(zip(names, urls)):
-        if (n, u) in list(zip(names, urls))[:i]:
+    seen: set[tuple[str, str]] = set()
+    for n, u in zip(names, urls):
+        if (n, u) in seen:
             raise UsageError(f"compare: the study {n!r} in {mask_url(u)} is given twice; give each study once")
+        seen.add((n, u))
     labels = []
     for s in specs:
         if names.count(s.name) == 1:

@@ -114,8 +114,9 @@ def _read(conn, where: list, states_in: list = ()) -> list[FrozenTrial]:
 
 
 class FastRDBStorage(RDBStorage):
-    """:class:`optuna.storages.RDBStorage` listing trials with one plain ``SELECT`` per table (see the
-    module's docstring); the trials it lists are the ones Optuna's listing gives."""
+    """:class:`optuna.storages.RDBStorage` listing and reading trials with one plain ``SELECT`` per table, and
+    creating a trial from a template with one ``INSERT`` per table (see the module's docstring); the trials and
+    rows are the ones Optuna's own code gives."""
 
     #: (study id, parameter name) -> the distribution of one stored record of it (see _get_prepared_new_trial)
     _known: dict | None = None

@@ -11,7 +11,7 @@ it:
 * ``validate(spec)``: refuse a study it cannot run (a ``UsageError`` naming the field);
 * ``helper_studies(name)``: the names of the other Optuna studies it keeps beside the main one;
 * ``importance_points(spec, study, sample)``: the points parameter importance is computed over (None: the study's
-  trials, with Optuna's fANOVA);
+  trials, with Optuna's fANOVA), at most ``sample`` of them drawn by :func:`importance_sample`;
 * ``stop_reason``: what the run summary says when :meth:`Strategy.step` returned False (unless the run's
   ``figures()`` give a ``stop_reason`` of their own, or, for a run on several workers, whose figures stay in
   the workers, :meth:`Strategy.ended` reads one from the study).
@@ -34,7 +34,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Option", "Strategy"]
+__all__ = ["Option", "Strategy", "importance_sample"]
+
+
+def importance_sample(n: int, sample: int | None, seed: int = 0):
+    """The indices, in order, of the points importance is computed over: all ``n``, or a random ``sample`` of
+    them (seed ``seed``, without replacement) when there are more (the hybrid's costed points, a joint study's
+    complete trials)."""
+    import numpy as np
+
+    if sample is None or n <= sample:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
 
 
 @dataclass(frozen=True)

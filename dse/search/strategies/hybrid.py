@@ -54,7 +54,7 @@ from dse.search.replication import race, start_seeds
 from dse.search.runguard import INTERRUPTED, derive_seed, owner, queue
 from dse.search.samplers import make_sampler
 from dse.search.storage import HELPER_ATTR
-from dse.search.strategies.base import Option, Strategy
+from dse.search.strategies.base import Option, Strategy, importance_sample
 from models.surrogate import SurrogateConfig
 
 if TYPE_CHECKING:
@@ -229,9 +229,7 @@ def costed_points(spec, study, *, max_settings: int = 24, seed: int = 0, sample:
         except (ValueError, TypeError):
             continue
     n = len(picked) * len(hws)
-    idx = np.arange(n)
-    if sample is not None and n > sample:
-        idx = np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
+    idx = importance_sample(n, sample, seed)
     for i, (tp, t) in enumerate(picked if hws else []):
         at = idx[idx // len(hws) == i] % len(hws)  # this setting's points in the sample
         if not len(at):
@@ -425,8 +423,8 @@ class Hybrid(Strategy):
         self.outer = optuna.load_study(storage=store, study_name=name, sampler=sampler)
         self.dists = {n: distribution(k) for n, k in spec.space.searched()}
         self.repeats = 0  # consecutive training settings that brought nothing new
-        self.errors, self.error = 0, None  # how many of them in a row failed with an error; the last one's
-        self.failed = None  # the error the current setting failed with
+        self.errors = 0  # how many of them in a row failed with an error
+        self.failed = None  # the error the latest setting failed with
         self._hw_grid: tuple[list[dict], HardwareArray | None] | None = None
         self.entered = 0
         self.spent = False  # the run budget ([study] runs) holds no further setting
@@ -490,7 +488,6 @@ class Hybrid(Strategy):
             return True
         self.repeats = 0 if self.entered else self.repeats + 1
         self.errors = self.errors + 1 if self.failed else 0
-        self.error = self.failed or self.error
         return self.repeats < MAX_REPEATS
 
     def queues(self) -> list:
@@ -808,7 +805,7 @@ class Hybrid(Strategy):
             out["stop_reason"] = GRID_DONE
         elif self.repeats >= MAX_REPEATS and self.errors >= self.repeats:  # not an exhausted space: an error
             out["stop_reason"] = (f"the hybrid search stopped: its last {self.errors} training settings failed "
-                                  f"with an error (the last: {self.error}); their training trials keep the reason")
+                                  f"with an error (the last: {self.failed}); their training trials keep the reason")
         return out
 
 
