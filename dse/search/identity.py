@@ -70,16 +70,32 @@ def checked_trial(study, start: int = 0):
     return None
 
 
-def model_change(study, start: int = 0) -> str | None:
+#: (storage URL, the checked trial: id, start time, what it stored) -> :func:`trial_model_change`'s answer: a
+#: run opens its study several times (the probe, the run, the summary), and the zoo's check costs about 0.5 s.
+#: Keyed by the trial, not the study: a study file deleted and made again reuses the study's id
+_MODEL_CHECKED: dict[tuple, str | None] = {}
+
+
+def model_change(study, start: int = 0, *, url: str | None = None) -> str | None:
     """Whether the models that computed the study's stored figures are this dse's: its first complete trial
     from number ``start`` on (:func:`checked_trial`), re-costed with this dse's accelerator model at the GP
     fraction it recorded, must give the hardware figures it stored (``dse export`` and ``dse show`` recompute
     them so), and its accuracy proxy's version (which trials record from this dse on:
     ``surrogate.cache_version``) must be this one's. A description of the first difference ("trial 48's
     speedup: 2.944 stored, 2.168 by this dse's model"), or None. Costs one configuration (0.06-0.08 s for the
-    quick start's ResNet-18, about 0.5 s for the zoo's 16 models)."""
+    quick start's ResNet-18, about 0.5 s for the zoo's 16 models). With the study's storage ``url``, the
+    answer is remembered for the process (:data:`_MODEL_CHECKED`)."""
     t = checked_trial(study, start)
-    return None if t is None else trial_model_change(t)
+    if t is None or url is None:
+        return None if t is None else trial_model_change(t)
+    key = (url, t._trial_id, t.datetime_start, json.dumps([t.user_attrs["metrics"], t.user_attrs["config"],
+                                                            t.user_attrs.get("surrogate")], sort_keys=True))
+    if key not in _MODEL_CHECKED:
+        change = trial_model_change(t)
+        if change is not None and "cannot be costed" in change:
+            return change  # (a file it names may be restored: looked at again next time)
+        _MODEL_CHECKED[key] = change
+    return _MODEL_CHECKED[key]
 
 
 def trial_model_change(t) -> str | None:

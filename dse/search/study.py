@@ -43,7 +43,7 @@ from dse.errors import StudyWarning, UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
-from dse.search.identity import MODEL_FROM_ATTR, checked_trial, identity_change, trial_model_change
+from dse.search.identity import MODEL_FROM_ATTR, identity_change, model_change
 from dse.search.pareto import Point
 from dse.search.rdb import FastRDBStorage
 from dse.search.replication import race, start_seeds
@@ -295,39 +295,19 @@ def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_cha
     return study
 
 
-#: (storage URL, the checked trial: id, start time, what it stored) -> :func:`trial_model_change`'s answer: a
-#: run opens its study several times (the probe, the run, the summary), and the zoo's check costs about 0.5 s.
-#: Keyed by the trial, not the study: a study file deleted and made again reuses the study's id
-_MODEL_CHECKED: dict[tuple, str | None] = {}
-
-
-def _model_change(study: optuna.Study, url: str, start: int) -> str | None:
-    t = checked_trial(study, start)
-    if t is None:
-        return None
-    key = (url, t._trial_id, t.datetime_start, json.dumps([t.user_attrs["metrics"], t.user_attrs["config"],
-                                                            t.user_attrs.get("surrogate")], sort_keys=True))
-    if key not in _MODEL_CHECKED:
-        change = trial_model_change(t)
-        if change is not None and "cannot be costed" in change:
-            return change  # (a file it names may be restored: looked at again next time)
-        _MODEL_CHECKED[key] = change
-    return _MODEL_CHECKED[key]
-
-
 def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool) -> None:
     """A study whose stored figures another version of dse's models computed (:func:`model_change`): a run
     is refused (its new trials would not compare with the stored ones), unless ``accept_changes``, which
     records from which trial on this dse's models hold; a read command warns (:class:`StudyWarning`)."""
     if not create:
-        change = _model_change(study, url, 0)
+        change = model_change(study, 0, url=url)
         if change:
             warnings.warn(StudyWarning(
                 f"study {spec.name!r} holds figures this dse does not reproduce ({change}): another version of "
                 "dse's models, or of a file the study names, computed them; dse show and dse export recompute a "
                 "trial's figures with this one"), stacklevel=2)
         return
-    change = _model_change(study, url, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)))
+    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)), url=url)
     if change is None:
         return
     if not accept_changes:
