@@ -170,11 +170,13 @@ def open_study(spec: StudySpec | str | Path, *, storage: str | Path | None = Non
     """The stored study of ``spec`` (a :class:`StudySpec` or the path of its file), read-only (its Optuna study
     carries a plain random sampler, not the file's: reading never samples; ``dse.run`` searches). Close it when
     done (:meth:`Study.close`, or ``with dse.open_study(spec) as study:``): on PostgreSQL its pool holds server
-    connections until then (or until the collector frees it)."""
+    connections until then (or until the collector frees it). A study run with another strategy than the file
+    names (``dse run FILE --strategy S``) is read as that strategy's: ``study.spec.strategy`` is the one it ran."""
     spec, storage = _spec(spec), _storage(storage)
-    from dse.search.study import open_study as _open, storage_url
+    from dse.search.study import open_study as _open, read_spec, storage_url
 
-    return Study(spec, _open(spec, storage, create=False), storage_url(spec, storage))
+    study = _open(spec, storage, create=False)
+    return Study(read_spec(spec, study), study, storage_url(spec, storage))
 
 
 def compare(specs: list, *, objectives: list[str] | str | None = None) -> dict:

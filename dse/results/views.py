@@ -344,10 +344,20 @@ def status_summary(spec, storage: str | None = None, study=None, url: str | None
     from dse.search.pareto import front, recent_gain
     from dse.search.runguard import INTERRUPTED
     from dse.search.strategies import strategy_class
-    from dse.search.study import ended_early, hv_reference, mask_url, open_study, points_of, run_budget, storage_url
+    from dse.search.study import (
+        ended_early,
+        hv_reference,
+        mask_url,
+        open_study,
+        points_of,
+        read_spec,
+        run_budget,
+        storage_url,
+    )
 
     if study is None:
         study = open_study(spec, storage, create=False)
+        spec = read_spec(spec, study)  # the strategy it ran with (dse run --strategy)
     ran = run_budget(spec, study)  # the budget of the last run: `dse run --trials/--runs` may override the file's
     differs = [f"{k} {getattr(ran, k)} (the file: {getattr(spec, k)})" for k in ("trials", "runs")
                if getattr(ran, k) != getattr(spec, k)]

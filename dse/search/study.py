@@ -57,6 +57,7 @@ from dse.search.storage import (
     repair_journal,
     storage_fault,
 )
+from dse.search.strategies import STRATEGIES
 from models.surrogate import CACHE_VERSION as SURROGATE_VERSION
 
 if TYPE_CHECKING:
@@ -295,6 +296,14 @@ def _study_quiet(st, spec: StudySpec, url: str, smp, *, create: bool, accept_cha
     return study
 
 
+def read_spec(spec: StudySpec, study: optuna.Study) -> StudySpec:
+    """``spec`` with the strategy the stored study was run with, where only that differs (``dse run FILE
+    --strategy S`` on a file naming another; :func:`open_study` reads such a study): its views (the training
+    summary, the end reason, the importance sample) are that strategy's."""
+    stored = (study.user_attrs.get(IDENTITY_ATTR) or {}).get("strategy")
+    return spec.with_overrides(strategy=stored) if stored in STRATEGIES and stored != spec.strategy else spec
+
+
 def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool) -> None:
     """A study whose stored figures another version of dse's models computed (:func:`model_change`): a run
     is refused (its new trials would not compare with the stored ones), unless ``accept_changes``, which
@@ -344,14 +353,16 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
         stored = old.get("strategy")
         if change and not accept_changes and stored != spec.strategy and \
                 identity_change({**old, "strategy": spec.strategy}, now) is None:
-            # only the strategy differs: a run given --strategy made it (the file names another); --accept-changes
-            # would turn it into a study of the file's strategy
+            # only the strategy differs: a run given --strategy made it (the file names another). A read command
+            # reads it with its own strategy (read_spec); a run would mix two searches, and --accept-changes would
+            # turn it into a study of the file's strategy
+            if not create:
+                return
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} holds trials of strategy {stored!r}, not {spec.strategy!r} "
-                f"(the file's [study] strategy, or dse run --strategy): to read or resume it, name strategy = "
-                f"\"{stored}\" in the file's [study] table" + (f" or give dse run --strategy {stored}" if create
-                                                                else "") +
-                f"; to search with {spec.strategy!r}, give [study] name a new value")
+                f"(the file's [study] strategy, or dse run --strategy): to resume it, give dse run --strategy "
+                f"{stored} (or name strategy = \"{stored}\" in the file's [study] table); to search with "
+                f"{spec.strategy!r}, give [study] name a new value")
         if change and not accept_changes:
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "

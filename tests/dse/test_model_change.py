@@ -120,21 +120,34 @@ def test_a_study_made_before_studies_recorded_their_file_is_checked_against_its_
     assert "dse_study_file" in _study(p).user_attrs and len(_study(p).trials) == n + 2
 
 
-def test_a_study_run_with_another_strategy_says_how_to_read_it(cli, study_file):
+def test_a_study_run_with_another_strategy_is_read_as_run_and_resumed_only_with_it(cli, study_file):
     """`dse run FILE --strategy joint` on a file of the hybrid: every read command then said the study was made
-    from a different study file and suggested --accept-changes, which would turn it into a hybrid study."""
+    from a different study file and suggested --accept-changes, which would turn it into a hybrid study; then
+    they refused it until the file was edited. They read it as the strategy it ran with; a run without that
+    --strategy is refused (it would mix two searches in one study) and says how to resume."""
+    import dse
+
     text = study_file.read_text()
     assert 'strategy = "joint"' not in text
     study_file.write_text(text.replace("[study]", '[study]\nstrategy = "hybrid"', 1))
     assert cli("run", study_file, "--strategy", "joint", "--trials", 3, "--quiet").returncode == 0
-    for cmd in (("status", study_file), ("pareto", study_file), ("run", study_file, "--trials", 4, "--quiet")):
+    r = cli("status", study_file, "--json")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    st = json.loads(r.stdout)
+    assert st["strategy"] == "joint" and st["trials"]["complete"] == 3 and "training" not in st, st
+    for cmd in (("pareto", study_file), ("show", study_file, "0"),
+                ("export", study_file, "--out", study_file.parent / "best.toml")):
         r = cli(*cmd)
-        assert r.returncode == 2 and "holds trials of strategy 'joint', not 'hybrid'" in r.stderr, r.stderr
-        assert 'name strategy = "joint" in the file\'s [study] table' in r.stderr and "--accept-changes" not in r.stderr
-        assert ("or give dse run --strategy joint;" in r.stderr) == (cmd[0] == "run")
+        assert r.returncode == 0 and "dse:" not in r.stderr, (cmd, r.stderr)  # no error, no warning
+    with dse.open_study(study_file) as study:
+        assert study.spec.strategy == "joint" and len(study.points()) == 3
+    r = cli("run", study_file, "--trials", 4, "--quiet")
+    assert r.returncode == 2 and "holds trials of strategy 'joint', not 'hybrid'" in r.stderr, r.stderr
+    assert "give dse run --strategy joint" in r.stderr and "--accept-changes" not in r.stderr, r.stderr
     assert cli("run", study_file, "--strategy", "joint", "--trials", 4, "--quiet").returncode == 0
     study_file.write_text(text.replace("[study]", '[study]\nstrategy = "joint"', 1))
     assert cli("status", study_file).returncode == 0
+    assert cli("run", study_file, "--trials", 5, "--quiet").returncode == 0
 
 
 def test_a_run_on_workers_says_the_reason_its_workers_recorded(study_file):
