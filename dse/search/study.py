@@ -361,8 +361,8 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} holds trials of strategy {stored!r}, not {spec.strategy!r} "
                 f"(the file's [study] strategy, or dse run --strategy): to resume it, give dse run --strategy "
-                f"{stored} (or name strategy = \"{stored}\" in the file's [study] table); to search with "
-                f"{spec.strategy!r}, give [study] name a new value")
+                f"{stored} (from Python: dse.run(spec, strategy={stored!r})) or name strategy = \"{stored}\" in "
+                f"the file's [study] table; to search with {spec.strategy!r}, give [study] name a new value")
         if change and not accept_changes:
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
