@@ -7,18 +7,25 @@ topology) or ``.onnx`` (an ONNX model): :func:`models.zoo.build` routes such nam
 SCALE-Sim topologies (both of SCALE-Sim's documented layouts, told apart by the header):
 
 * convolution layout -- ``Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels,
-  Num Filter, Strides,`` (an optional second stride for the width): one convolution per row, per sample,
-  the IFMAP already padded (SCALE-Sim has no padding column), so the output is
-  ``(IFMAP - Filter) // Stride + 1``;
+  Num Filter, Strides,`` (an optional ``Stride width``): one convolution per row, per sample, the IFMAP
+  already padded (SCALE-Sim has no padding column), so the output is ``(IFMAP - Filter) // Stride + 1``; a
+  layer whose name holds ``DP`` is depthwise as SCALE-Sim reads it (one single-channel convolution of
+  ``Num Filter`` filters per channel);
 * GEMM layout (``scale.py -i gemm``) -- ``Layer, M, N, K,``: one product ``A[M x K] @ B[K x N]`` per row
   (N the filters/output columns, K the reduction), read as a fully connected layer over ``M`` rows per
   sample (tokens, output pixels). A file :func:`to_scalesim` wrote for a batch-B step holds that step's
   products: cost it at batch 1 (for convolutions and linear layers, whose batch folds into ``M``, a
   batch-1 file lowered at batch B gives the same products as the original network at batch B).
 
+The header names the layout, and each of its cells is checked (a column dse does not read, such as SCALE-Sim
+v3's ``Sparsity``, is refused rather than ignored); every row holds a value in each column. A row's trailing
+empty cells and anything from a cell starting with ``#`` on (a comment) are dropped, as SCALE-Sim drops what
+follows a row's last comma.
+
 SCALE-Sim has no vector layers, so a topology lowers to GEMMs and weight updates only; the first row reads
 the network input (no input gradient), every later row gets one. :func:`to_scalesim` writes a network's
-forward GEMMs in either layout (groups and attention heads one row each, since SCALE-Sim has neither).
+forward GEMMs in either layout (groups and attention heads one row each, since SCALE-Sim has neither; a
+depthwise convolution one ``DP`` row in the convolution layout).
 
 ONNX (read with the ``onnx`` package, shapes inferred by ``onnx.shape_inference`` and checked against
 ours node by node): ``Conv``, ``Gemm``, ``MatMul`` with a weight initializer, ``BatchNormalization``,
@@ -77,30 +84,75 @@ def _ints(path: Path, lineno: int, cells: list[str], names: list[str]) -> list[i
     return out
 
 
+#: the header cells a topology's columns may carry, by column (lower case, spaces collapsed): SCALE-Sim's
+#: sample files' names and those its ``write_topo_file`` writes ("Stride height", "Stride width")
+_CONV_NAMES = [None, ("ifmap height",), ("ifmap width",), ("filter height",), ("filter width",), ("channels",),
+               ("num filter", "num filters"), ("strides", "stride", "stride height"), ("stride width",)]
+_GEMM_NAMES = [None, ("m",), ("n",), ("k",)]
+
+
+def _cells(text: str) -> list[tuple[int, list[str]]]:
+    """(line number, cells) of every row that holds a value: cells stripped (a byte-order mark too), the empty
+    cells a row ends with dropped (SCALE-Sim ends each row with a comma), and from a cell that starts with
+    ``#`` on (a comment, as SCALE-Sim's sample files carry after the last comma)."""
+    out = []
+    for i, r in enumerate(csv.reader(io.StringIO(text.lstrip("\ufeff")))):
+        cells = [c.strip() for c in r]
+        cut = next((j for j, c in enumerate(cells) if c.startswith("#")), len(cells))
+        cells = cells[:cut]
+        while cells and cells[-1] == "":
+            cells.pop()
+        if cells:
+            out.append((i + 1, cells))
+    return out
+
+
+def _layout(p: Path, header: list[str]) -> tuple[str, int]:
+    """The header's layout (``"conv"`` or ``"gemm"``) and its number of columns; a ValueError naming the cell
+    that is not one of the layout's columns."""
+    norm = [" ".join(h.lower().split()) for h in header]
+    names, layout = (_GEMM_NAMES, "gemm") if norm[1:4] == ["m", "n", "k"] else (_CONV_NAMES, "conv")
+    if layout == "conv" and (len(norm) < 2 or norm[1] != "ifmap height"):
+        raise ValueError(f"{p}: the first row {', '.join(header)!r} is not a header of SCALE-Sim's convolution "
+                         f"layout ({', '.join(CONV_HEADER)}) or its GEMM layout ({', '.join(GEMM_HEADER)}); a "
+                         "topology file starts with one")
+    need = 8 if layout == "conv" else 4
+    columns = CONV_HEADER + ["Stride width"] if layout == "conv" else GEMM_HEADER
+    for j, h in enumerate(norm[1:], start=1):
+        if j >= len(names) or h not in names[j]:
+            raise ValueError(
+                f"{p}: header column {j + 1} is {header[j]!r}, " + (
+                    f"where the {layout} layout has {columns[j]!r}" if j < need else
+                    f"a column dse does not read (the {layout} layout's columns: {', '.join(columns[:need])}"
+                    + (f", optionally {', '.join(columns[need:])}" if columns[need:] else "") +
+                    "); remove it: dse would cost the layers without it"))
+    if len(norm) < need:
+        raise ValueError(f"{p}: the header has {len(norm)} columns; the {layout} layout has {need} "
+                         f"({', '.join(CONV_HEADER if layout == 'conv' else GEMM_HEADER)})")
+    return layout, len(norm)
+
+
 def load_topology(path: str | Path) -> Net:
-    """A network from a SCALE-Sim topology file (convolution or GEMM layout, per sample)."""
+    """A network from a SCALE-Sim topology file (convolution or GEMM layout, per sample). The header names the
+    layout and its columns (each checked); every row holds a value in each column."""
     p = Path(path)
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"{p}: cannot be read ({e})") from None
-    rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(io.StringIO(text)))]
-    rows = [(i, [c for c in r if c != ""]) for i, r in rows]  # SCALE-Sim ends each row with a comma
-    rows = [(i, r) for i, r in rows if r]
+    rows = _cells(text)
     if len(rows) < 2:
         raise ValueError(f"{p}: a SCALE-Sim topology needs a header row and at least one layer row")
-    header = [h.lower() for h in rows[0][1]]
-    gemm = len(header) >= 4 and header[1:4] == ["m", "n", "k"]
-    if not gemm and len(header) < 8:
-        raise ValueError(f"{p}: header {', '.join(rows[0][1])!r} is neither SCALE-Sim's convolution layout "
-                         f"({', '.join(CONV_HEADER)}) nor its GEMM layout ({', '.join(GEMM_HEADER)})")
+    header = rows[0][1]
+    layout, ncols = _layout(p, header)
+    gemm = layout == "gemm"
     net: Net | None = None
     for k, (lineno, r) in enumerate(rows[1:]):
         name = r[0]
-        need = 4 if gemm else 8
-        if len(r) < need:
-            header = GEMM_HEADER if gemm else CONV_HEADER
-            raise ValueError(f"{p}:{lineno}: expected {need} values ({', '.join(header)}), got {len(r)}")
+        if len(r) != ncols or "" in r:
+            missing = [header[j] for j in range(1, ncols) if j >= len(r) or r[j] == ""]
+            raise ValueError(f"{p}:{lineno}: " + (f"no value for {', '.join(missing)}" if missing else
+                                                   f"{len(r)} values where the header has {ncols} columns"))
         if gemm:
             m, n, kk = _ints(p, lineno, r[1:4], ["M", "N", "K"])
             x = Tensor(kk, m, 1, grad=k > 0)
@@ -109,16 +161,18 @@ def load_topology(path: str | Path) -> Net:
             net.linear(x, n, bias=False, name=name)
             net.num_classes = n
             continue
-        names = CONV_HEADER[1:] + (["Stride width"] if len(r) > 8 else [])
-        h, w, fh, fw, c, f, sh, *sw = _ints(p, lineno, r[1:len(names) + 1], names)
+        names = CONV_HEADER[1:] + (["Stride width"] if ncols > 8 else [])
+        h, w, fh, fw, c, f, sh, *sw = _ints(p, lineno, r[1:], names)
         sw = sw[0] if sw else sh
         if fh > h or fw > w:
             raise ValueError(f"{p}:{lineno}: filter {fh}x{fw} larger than the IFMAP {h}x{w}")
         x = Tensor(c, h, w, grad=k > 0)
         if net is None:
             net = Net(p.stem, x.shape, f, input_desc=f"{c}x{h}x{w}")
-        net.conv(x, f, (fh, fw), stride=(sh, sw), padding=0, name=name)
-        net.num_classes = f
+        # SCALE-Sim runs a layer whose name holds "DP" as one single-channel convolution per channel (depthwise)
+        groups = c if "DP" in name else 1
+        net.conv(x, f * groups, (fh, fw), stride=(sh, sw), padding=0, groups=groups, name=name)
+        net.num_classes = f * groups
     assert net is not None
     return net
 
@@ -141,20 +195,25 @@ def to_scalesim(net: Net, *, batch: int = 1, layout: str = "gemm") -> str:
     ``layout="gemm"``: SCALE-Sim's ``Layer, M, N, K`` layout for ``scale.py -i gemm``, at ``batch`` (the
     products a training step's forward pass runs). ``layout="conv"``: the convolution layout, per sample
     (SCALE-Sim's convolution runs have no batch), the padding folded into the IFMAP size; linear layers
-    and attention products become 1x1 convolutions over an IFMAP of their rows. Grouped convolutions and
-    multi-head products are written one row per group or head. Commas in layer names become ``_``.
+    and attention products become 1x1 convolutions over an IFMAP of their rows. A depthwise convolution is
+    one row named ``..._DP`` (SCALE-Sim's depthwise rows); other grouped convolutions and multi-head products
+    are written one row per group or head. Commas and line breaks in layer names become ``_``, and a ``DP``
+    in a name ``Dp`` (SCALE-Sim would read that layer as depthwise).
     """
     lines = []
     if layout == "gemm":
         lines.append(", ".join(GEMM_HEADER) + ",")
         for _, name, m, k, n in _gemm_rows(net, batch):
-            lines.append(f"{name.replace(',', '_')}, {m}, {n}, {k},")
+            lines.append(f"{_row_name(name)}, {m}, {n}, {k},")
     elif layout == "conv":
         lines.append(", ".join(CONV_HEADER) + ",")
         for layer, name, m, k, n in _gemm_rows(net, 1):
-            name = name.replace(",", "_")
+            name = _row_name(name)
             if layer.kind == "conv":
                 c_in, _, kh, kw, s, pad, dil, groups = layer.conv
+                depthwise = groups > 1 and groups == c_in  # one row of every channel, named "DP" as SCALE-Sim
+                if depthwise and not name.endswith("#0"):   # reads depthwise layers (one per group otherwise)
+                    continue
                 if dil != 1:
                     raise ValueError(f"layer {layer.name}: SCALE-Sim's convolution layout has no dilation; "
                                      "write the GEMM layout instead")
@@ -165,12 +224,23 @@ def to_scalesim(net: Net, *, batch: int = 1, layout: str = "gemm") -> str:
                 if (h + 2 * pad - kh) // s + 1 != p_out or (w + 2 * pad - kw) // s + 1 != q_out:
                     raise ValueError(f"layer {layer.name}: unequal strides or pads per axis; write the GEMM "
                                      "layout instead")
-                lines.append(f"{name}, {h + 2 * pad}, {w + 2 * pad}, {kh}, {kw}, {c_in // groups}, {n}, {s},")
+                if depthwise:
+                    name = name[:-2] + "_DP"
+                channels = c_in if depthwise else c_in // groups
+                lines.append(f"{name}, {h + 2 * pad}, {w + 2 * pad}, {kh}, {kw}, {channels}, {n}, {s},")
             else:
                 lines.append(f"{name}, {m}, 1, 1, 1, {k}, {n}, 1,")
     else:
         raise ValueError(f"layout must be 'gemm' or 'conv', got {layout!r}")
     return "\n".join(lines) + "\n"
+
+
+def _row_name(name: str) -> str:
+    """A layer's name as a topology row holds it: no comma or line break (they end a cell or a row), no
+    ``DP`` (SCALE-Sim reads a layer so named as depthwise; :func:`to_scalesim` adds it to depthwise rows
+    only), no leading ``#`` (a comment)."""
+    out = "".join("_" if ch in ",\r\n" else ch for ch in name).replace("DP", "Dp")
+    return "_" + out[1:] if out.startswith("#") else out
 
 
 # -- ONNX -------------------------------------------------------------------------------------------------

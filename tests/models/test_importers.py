@@ -151,6 +151,62 @@ def test_scalesim_conv_layout_round_trip(tmp_path):
         assert _cycles(a, hw) == _cycles(b, hw)
 
 
+def test_scalesim_conv_layout_writes_a_depthwise_convolution_as_one_dp_row(tmp_path):
+    """A depthwise convolution is one row named ``..._DP``, which SCALE-Sim (and dse) read as one single-channel
+    convolution per channel: the reloaded network runs the same forward GEMMs as the original (before, one row
+    per channel, each read back as a layer of its own with an input gradient)."""
+    net = zoo.build("mobilenet_v2", dataset="cifar10")
+    p = tmp_path / "mnv2.csv"
+    p.write_text(to_scalesim(net, layout="conv"))
+    dw = [l for l in net.layers if l.kind == "conv" and l.conv[7] > 1]
+    rows = p.read_text().splitlines()
+    assert dw and sum("_DP," in r for r in rows) == len(dw) and len(rows) == 1 + len(
+        [l for l in net.layers if l.kind in ("conv", "linear")])
+    back = load_topology(p)
+    a, b = net.training_ops(4), back.training_ops(4)
+    assert a.macs[a.phase == "fwd"].sum() == b.macs[b.phase == "fwd"].sum()
+    for hw in HW:
+        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+
+
+def test_scalesim_rows_as_scalesim_reads_them_and_headers_checked(tmp_path):
+    """SCALE-Sim's sample files: a comment after the last comma, a row of empty cells, indented names, a row
+    without its trailing comma, a ``DP`` (depthwise) layer. An empty cell shifted the later values one column
+    left in silence, and any header of 8 cells counted as the convolution layout (a file without a header lost
+    its first layer; a 9th ``Sparsity`` column was read as the width stride)."""
+    head = "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+    p = tmp_path / "mnet.csv"
+    p.write_text(head + ",,,,,,,,\nConv1, 34, 34, 3, 3, 3, 32, 2,\n\tConv2_DP, 18, 18, 3, 3, 32, 1, 1,#dw\n"
+                 "Conv3,16,16,1,1,32,64,1\n")
+    net = load_topology(p)
+    assert [l.name for l in net.layers] == ["Conv1", "Conv2_DP", "Conv3"]
+    assert [l.gemm[:3] for l in net.layers] == [(16 * 16, 27, 32), (16 * 16, 9, 1), (16 * 16, 32, 64)]
+    assert net.layers[1].conv[7] == 32 and net.layers[1].out == (32, 16, 16)  # 32 groups of 1 channel, 1 filter
+    cases = {
+        head + "c1, 32, , 3, 3, 3, 16, 1, 1,\n": r"bad.csv:2: no value for IFMAP Width",
+        "c1, 32, 32, 3, 3, 3, 16, 1,\nc2, 30, 30, 3, 3, 16, 16, 1,\n": r"bad.csv: the first row 'c1, 32, .*' is not "
+                                                                       r"a header",
+        head.replace("Strides,", "Strides, Sparsity,") + "c1, 5, 5, 3, 3, 2, 6, 1, 2:4,\n":
+            r"header column 9 is 'Sparsity', a column dse does not read",
+        head.replace("Num Filter", "Filters") + "c1, 5, 5, 3, 3, 2, 6, 1,\n":
+            r"header column 7 is 'Filters', where the conv layout has 'Num Filter'",
+        head + "c1, 8, 8, 3, 3, 2, 4, 1, 1, 99,\n": r"bad.csv:2: 10 values where the header has 8 columns",
+        "Layer, M, N, K, comment,\ng1, 4, 5, 6, 7,\n": r"header column 5 is 'comment', a column dse does not read",
+        "Layer, M, N, K,\ng1, 64, , 32,\n": r"bad.csv:2: no value for N",
+    }
+    bad = tmp_path / "bad.csv"
+    for text, message in cases.items():
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            load_topology(bad)
+    # a width stride named in the header, SCALE-Sim's own header (write_topo_file) too
+    for h in (head.replace("Strides,", "Strides, Stride width,"),
+              "Layer name,IFMAP height,IFMAP width,Filter height,Filter width,Channels,Num filter,Stride height,"
+              "Stride width,\n"):
+        bad.write_text(h + "c, 17, 23, 3, 5, 3, 5, 2, 3,\n")
+        assert load_topology(bad).layers[0].out == (5, 8, 7)
+
+
 def test_scalesim_documented_example_and_bad_rows(tmp_path):
     # the layout of SCALE-Sim's topology files (a trailing comma on each row)
     p = tmp_path / "alexnet_part.csv"
