@@ -171,7 +171,10 @@ class Net:
         groups: int = 1,
         bias: bool = False,
         name: str | None = None,
+        tied: bool = False,
     ) -> Tensor:
+        """A 2-D convolution. ``tied``: its weights are an earlier layer's (one tensor used twice): its own
+        parameters are its bias alone, as :meth:`linear`'s."""
         kh, kw = _pair(kernel)
         sh, sw = _pair(stride)
         ph, pw = _pair(padding)
@@ -183,7 +186,7 @@ class Net:
             raise ValueError(f"conv {name}: input {x.h}x{x.w} too small for kernel {kh}x{kw}")
         k_red = x.c // groups * kh * kw
         n_out = out_channels // groups
-        params = out_channels * k_red + (out_channels if bias else 0)
+        params = (0 if tied else out_channels * k_red) + (out_channels if bias else 0)
         self._add(
             Layer(
                 name=self._name(name, "conv"),
@@ -243,7 +246,9 @@ class Net:
 
     # -- vector layers -------------------------------------------------------------------------------
     def _vector(self, x: Tensor, kind: str, out: Tensor, *, params: int = 0, name: str | None = None,
-                stash: int | None = None, reads: int | None = None) -> Tensor:
+                stash: int | None = None, reads: int | None = None, igrad: bool | None = None) -> Tensor:
+        """A vector layer reading ``x`` (``reads`` elements; default its own). ``igrad``: whether its backward
+        passes a gradient on (default: ``x`` needs one; an op of several inputs: any of them)."""
         reads = x.numel if reads is None else reads
         self._add(
             Layer(
@@ -252,7 +257,7 @@ class Net:
                 params=params,
                 inp=x.shape,
                 out=out.shape,
-                needs_igrad=x.grad,
+                needs_igrad=x.grad if igrad is None else igrad,
                 vec_elems=reads + out.numel,
                 stash_elems=x.numel if stash is None else stash,
             )
@@ -301,7 +306,7 @@ class Net:
         x = xs[0]
         grad = any(t.grad for t in xs)
         return self._vector(x, "eltwise", Tensor(x.c, x.h, x.w, grad), name=name, stash=0,
-                            reads=sum(t.numel for t in xs))
+                            reads=sum(t.numel for t in xs), igrad=grad)
 
     def concat(self, xs: list[Tensor], *, name: str | None = None) -> Tensor:
         """Concatenation along channels (a copy: costs traffic, no arithmetic)."""
@@ -310,7 +315,7 @@ class Net:
             raise ValueError(f"concat {name}: spatial sizes differ: {sorted(hw)}")
         h, w = hw.pop()
         out = Tensor(sum(t.c for t in xs), h, w, any(t.grad for t in xs))
-        return self._vector(xs[0], "concat", out, name=name, stash=0, reads=out.numel)
+        return self._vector(xs[0], "concat", out, name=name, stash=0, reads=out.numel, igrad=out.grad)
 
     def upsample(self, x: Tensor, factor: int, *, name: str | None = None) -> Tensor:
         return self._vector(x, "pool", Tensor(x.c, x.h * factor, x.w * factor), name=name, stash=0)

@@ -33,14 +33,18 @@ ours node by node): ``Conv``, ``Gemm``, ``MatMul`` with a weight initializer, ``
 channels, activations (``Relu``, ``LeakyRelu``, ``PRelu``, ``Clip``, ``Sigmoid``, ``Tanh``, ``HardSigmoid``,
 ``HardSwish``, ``Gelu``, ``Elu``, ``Selu``, ``Softplus``, ``Softmax``), and the shape-only ``Flatten``,
 ``Reshape`` to ``(batch, features)``, ``Dropout`` and ``Identity``. Any other op is a one-line
-``ValueError`` naming it. The first graph input that is not an initializer is the network input; its
-first dimension is the batch.
+``ValueError`` naming it. The one graph input that is not an initializer is the network input (a model
+with two is refused); its first dimension is the batch. Parameters are the initializers' elements: a weight
+used by two layers is counted once (the later layer is tied to the first: its weight gradient is computed,
+the update is the owner's); a Gemm's bias ``C`` counts its own elements (none when it is an activation);
+``BatchNormalization`` its scale and shift, over ONNX's axis 1 at any rank.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
 from models.graph import Net, Tensor
@@ -276,6 +280,8 @@ def load_onnx(path: str | Path) -> Net:
     from onnx import numpy_helper, shape_inference
 
     p = Path(path)
+    if p.is_file() and p.stat().st_size == 0:
+        raise ValueError(f"{p}: the file is empty, not an ONNX model")
     try:
         model = onnx.load(str(p))
     except Exception as e:  # protobuf raises several types for a file that is not ONNX
@@ -301,8 +307,11 @@ def load_onnx(path: str | Path) -> Net:
 
     inferred = {vi.name: static(vi) for vi in list(g.value_info) + list(g.output) + list(g.input)}
     inputs = [i for i in g.input if i.name not in inits]
+    if not g.node:
+        raise ValueError(f"{p}: the graph has no nodes (an empty or non-ONNX file?)")
     if len(inputs) != 1:
-        raise ValueError(f"{p}: expected one graph input besides the initializers, got {len(inputs)}")
+        raise ValueError(f"{p}: expected one graph input besides the initializers (the network input), got "
+                         f"{len(inputs)}" + (f": {', '.join(i.name for i in inputs)}" if inputs else ""))
     shp = static(inputs[0])
     if shp is None or len(shp) not in (1, 2, 3):
         raise ValueError(f"{p}: input {inputs[0].name!r} needs a static shape (batch, C, H, W) or "
@@ -351,10 +360,8 @@ def load_onnx(path: str | Path) -> Net:
             raise ValueError(f"{where(node)}: asymmetric padding {pads} is not supported")
         return pads[0], pads[1]
 
-    for node in g.node:
+    def _onnx_node(node) -> None:
         op, a = node.op_type, attrs(node)
-        if op == "Constant":
-            continue
         if op not in ONNX_OPS:
             raise ValueError(f"{where(node)}: op {op} is not supported; the importer reads "
                              f"{', '.join(ONNX_OPS)}")
@@ -373,7 +380,7 @@ def load_onnx(path: str | Path) -> Net:
             ph, pw = pads2(node, a, kh, kw, x, sh, sw, dil[0])
             y = net.conv(x, f, (kh, kw), stride=(sh, sw), padding=(ph, pw), dilation=dil[0],
                          groups=int(a.get("group", 1)), bias=len(node.input) > 2 and node.input[2] != "",
-                         name=name)
+                         name=name, tied=tied(node.input[1]))
         elif op in ("Gemm", "MatMul"):
             x, r = arg(node, 0)
             wgt = inits.get(node.input[1])
@@ -383,15 +390,21 @@ def load_onnx(path: str | Path) -> Net:
             if op == "Gemm" and (a.get("transA", 0) or r != 2):
                 raise ValueError(f"{where(node)}: Gemm with transA or a non-2-D input is not supported")
             out_f = int(wgt.shape[0] if a.get("transB", 0) else wgt.shape[1])
-            bias = op == "Gemm" and len(node.input) > 2 and node.input[2] != ""
             if r == 4:
                 raise ValueError(f"{where(node)}: a product of a 4-D tensor; Flatten it first")
-            y = net.linear(x, out_f, bias=bias, name=name)
+            y = net.linear(x, out_f, bias=False, name=name, tied=tied(node.input[1]))
+            if op == "Gemm" and len(node.input) > 2:  # Gemm's C: a bias initializer's elements are parameters
+                bias = params_of(node.input[2:3])  # (an activation C is added in the array: no parameters)
+                net.layers[-1] = replace(net.layers[-1], params=net.layers[-1].params + bias)
         elif op == "BatchNormalization":
-            x, r = arg(node, 0)
-            y = net.bn(x, name=name)
+            x, r = arg(node, 0)  # learned scale and shift over ONNX's axis 1, whatever the rank
+            y = net._vector(x, "norm", x, params=params_of(node.input[1:3]), name=name)
         elif op in ("MaxPool", "AveragePool"):
             x, r = arg(node, 0)
+            if r != 4 or len(a["kernel_shape"]) != 2:
+                raise ValueError(f"{where(node)}: only 2-D pooling of a (batch, C, H, W) tensor is supported")
+            if any(d != 1 for d in a.get("dilations", [1, 1])):
+                raise ValueError(f"{where(node)}: pooling with dilations {list(a['dilations'])} is not supported")
             kh, kw = a["kernel_shape"]
             sh, sw = (list(a.get("strides", [1, 1])) + [1, 1])[:2]
             if kh != kw or sh != sw:
@@ -418,14 +431,20 @@ def load_onnx(path: str | Path) -> Net:
         elif op == "Concat":
             xs = [arg(node, i) for i in range(len(node.input))]
             r = xs[0][1]
-            if int(a.get("axis", 1)) not in (1, 1 - r):
-                raise ValueError(f"{where(node)}: only concatenation over channels (axis 1) is supported")
+            # our channel axis: ONNX's axis 1 of (batch, C, H, W) and (batch, features), the last of
+            # (batch, tokens, features)
+            if int(a.get("axis", 1)) not in ((2, -1) if r == 3 else (1, 1 - r)):
+                raise ValueError(f"{where(node)}: only concatenation over channels (axis 1 of (batch, C, H, W)) or "
+                                 "features (the last axis) is supported")
             y = net.concat([t for t, _ in xs], name=name)
         elif op in _ACTIVATIONS or op == "Softmax":
             x, r = arg(node, 0)
             if op == "Softmax":
                 y = net.softmax(x, name=name)
             else:
+                if op == "PRelu" and node.input[1] not in inits:
+                    raise ValueError(f"{where(node)}: PRelu's slope must be an initializer (a learned one), got "
+                                     f"the activation {node.input[1]!r}")
                 y = net._vector(x, "act", x, name=name,
                                 params=int(inits[node.input[1]].size) if op == "PRelu" else 0)
         else:  # shape-only ops
@@ -445,8 +464,30 @@ def load_onnx(path: str | Path) -> Net:
         want = inferred.get(node.output[0])
         if want is not None and _onnx_shape(y, out_rank) != want:
             raise ValueError(f"{where(node)}: our shape {_onnx_shape(y, out_rank)} differs from ONNX's "
-                             f"inferred {want}")
+                             f"inferred {want}" + (
+                                 " (with ceil_mode, a window that would start in the right padding is "
+                                 "dropped, as the pooling spec and PyTorch do; this onnx's shape inference "
+                                 "keeps it)" if a.get("ceil_mode") else ""))
         env[node.output[0]] = (y, out_rank)
+
+    used: set[str] = set()  # weight initializers already owned by a layer (a tensor used twice is tied)
+
+    def tied(name: str) -> bool:
+        seen = name in used
+        used.add(name)
+        return seen
+
+    def params_of(names) -> int:
+        return sum(int(inits[n].size) for n in names if n in inits)
+
+    for node in g.node:
+        if node.op_type == "Constant":
+            continue
+        try:
+            _onnx_node(node)
+        except ValueError as e:  # Net's own checks (shapes that differ, channels not divisible): name the node
+            raise (e if str(e).startswith(str(p)) else ValueError(f"{where(node)}: {e}")) from None
+    outs = [o.name for o in g.output]
     outs = [o.name for o in g.output]
     if not outs or outs[0] not in env:
         raise ValueError(f"{p}: the graph output is not computed by supported nodes")

@@ -103,7 +103,9 @@ class Workload:
             try:
                 net = w.net(m)
             except (TypeError, ValueError, RecursionError) as e:
-                raise UsageError(f"{where}: model {m}: {e}") from None
+                # a workload file's own message starts with its path: not named twice
+                named = importers.is_file_model(m) and str(e).startswith(str(Path(m)))
+                raise UsageError(f"{where}: {e}" if named else f"{where}: model {m}: {e}") from None
             check_net(net, f"{where}: model {m}")
         return w
 
