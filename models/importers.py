@@ -198,7 +198,8 @@ def to_scalesim(net: Net, *, batch: int = 1, layout: str = "gemm") -> str:
 
     ``layout="gemm"``: SCALE-Sim's ``Layer, M, N, K`` layout for ``scale.py -i gemm``, at ``batch`` (the
     products a training step's forward pass runs). ``layout="conv"``: the convolution layout, per sample
-    (SCALE-Sim's convolution runs have no batch), the padding folded into the IFMAP size; linear layers
+    (SCALE-Sim's convolution runs have no batch), the padding folded into the IFMAP size (a ``Stride width``
+    column when a layer's strides differ per axis); linear layers
     and attention products become 1x1 convolutions over an IFMAP of their rows. A depthwise convolution is
     one row named ``..._DP`` (SCALE-Sim's depthwise rows); other grouped convolutions and multi-head products
     are written one row per group or head. Commas and line breaks in layer names become ``_``, and a ``DP``
@@ -210,30 +211,27 @@ def to_scalesim(net: Net, *, batch: int = 1, layout: str = "gemm") -> str:
         for _, name, m, k, n in _gemm_rows(net, batch):
             lines.append(f"{_row_name(name)}, {m}, {n}, {k},")
     elif layout == "conv":
-        lines.append(", ".join(CONV_HEADER) + ",")
+        rows = []
         for layer, name, m, k, n in _gemm_rows(net, 1):
             name = _row_name(name)
             if layer.kind == "conv":
-                c_in, _, kh, kw, s, pad, dil, groups = layer.conv
+                c_in, groups = layer.conv[0], layer.conv[7]
+                h, w, _, kh, kw, sh, sw, ph, pw, dil = layer.geometry
                 depthwise = groups > 1 and groups == c_in  # one row of every channel, named "DP" as SCALE-Sim
                 if depthwise and not name.endswith("#0"):   # reads depthwise layers (one per group otherwise)
                     continue
                 if dil != 1:
                     raise ValueError(f"layer {layer.name}: SCALE-Sim's convolution layout has no dilation; "
                                      "write the GEMM layout instead")
-                _, h, w = layer.inp
-                _, p_out, q_out = layer.out
-                # Net.conv records one stride and one padding; a row is written only when they hold for
-                # both axes (else the GEMM layout, which needs neither)
-                if (h + 2 * pad - kh) // s + 1 != p_out or (w + 2 * pad - kw) // s + 1 != q_out:
-                    raise ValueError(f"layer {layer.name}: unequal strides or pads per axis; write the GEMM "
-                                     "layout instead")
                 if depthwise:
                     name = name[:-2] + "_DP"
                 channels = c_in if depthwise else c_in // groups
-                lines.append(f"{name}, {h + 2 * pad}, {w + 2 * pad}, {kh}, {kw}, {channels}, {n}, {s},")
+                rows.append((name, h + 2 * ph, w + 2 * pw, kh, kw, channels, n, sh, sw))
             else:
-                lines.append(f"{name}, {m}, 1, 1, 1, {k}, {n}, 1,")
+                rows.append((name, m, 1, 1, 1, k, n, 1, 1))
+        width = any(r[7] != r[8] for r in rows)  # a Stride width column only when a layer needs one
+        lines.append(", ".join(CONV_HEADER + (["Stride width"] if width else [])) + ",")
+        lines += [", ".join(str(v) for v in (r if width else r[:8])) + "," for r in rows]
     else:
         raise ValueError(f"layout must be 'gemm' or 'conv', got {layout!r}")
     return "\n".join(lines) + "\n"

@@ -234,6 +234,25 @@ def test_scalesim_conv_layout_writes_a_depthwise_convolution_as_one_dp_row(tmp_p
         assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
 
 
+def test_scalesim_conv_layout_writes_unequal_strides_and_pads_with_a_stride_width(tmp_path):
+    """The convolution layout refused a layer whose strides differ per axis, which dse reads back (a ``Stride
+    width`` column): written now, padding folded per axis, and the same forward GEMMs read back."""
+    from models.graph import Net, Tensor
+
+    net = Net("t", (3, 17, 23), 5)
+    y = net.conv(Tensor(3, 17, 23, grad=False), 8, (3, 5), stride=(2, 3), padding=(1, 0), name="c1")
+    net.conv(y, 5, 3, name="c2")
+    p = tmp_path / "t.csv"
+    p.write_text(to_scalesim(net, layout="conv"))
+    assert p.read_text().splitlines()[:2] == [", ".join(
+        ["Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter Width", "Channels", "Num Filter",
+         "Strides", "Stride width"]) + ",", "c1, 19, 23, 3, 5, 3, 8, 2, 3,"]
+    back = load_topology(p)
+    a, b = net.training_ops(2), back.training_ops(2)
+    for hw in HW:
+        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+
+
 def test_scalesim_rows_as_scalesim_reads_them_and_headers_checked(tmp_path):
     """SCALE-Sim's sample files: a comment after the last comma, a row of empty cells, indented names, a row
     without its trailing comma, a ``DP`` (depthwise) layer. An empty cell shifted the later values one column
