@@ -138,10 +138,15 @@ def show(
         echo_unit_table([{c: r[c] for c in cols} for r in layer_rows], units, names, columns=cols)
 
 
+#: the presets `dse init` copies: files of the installed package (dse/presets/, which link to the checkout's
+#: studies/ and become copies in a wheel or sdist: pyproject.toml's package data)
+TEMPLATES = ("quickstart", "zoo", "predictors")
+
+
 def _templates() -> dict[str, Path]:
-    """Template name -> study file: the presets under studies/ of the source checkout."""
-    root = Path(__file__).resolve().parents[2] / "studies"  # dse/cli/views.py -> the checkout
-    return {name: root / f"{name}.toml" for name in ("quickstart", "zoo", "predictors")}
+    """Template name -> study file."""
+    root = Path(__file__).resolve().parents[1] / "presets"  # dse/cli/views.py -> dse/presets
+    return {name: root / f"{name}.toml" for name in TEMPLATES}
 
 
 def init(
@@ -156,8 +161,8 @@ def init(
     `dse run FILE.toml`."""
     temps = {k: v for k, v in _templates().items() if v.is_file()}  # the presets this checkout has
     if not temps:
-        raise UsageError("--template: no preset found; the presets ship in the source checkout's studies/ "
-                         "folder (pip install -e . from a clone)")
+        raise UsageError(f"--template: no preset found in {Path(__file__).resolve().parents[1] / 'presets'}; "
+                         "this installation of dse lacks its package data: install it again")
     if template not in temps:
         raise UsageError(f"--template: {template!r}; choose one of {', '.join(temps)}")
     src = temps[template]

@@ -142,6 +142,22 @@ def test_init_writes_a_valid_commented_study_named_after_the_file(run, tmp_path,
     assert r.returncode == 2 and "--template" in r.stderr
 
 
+def test_init_presets_are_package_data_and_the_studies_presets():
+    """`dse init` failed from a wheel or sdist ("no preset found"): it read the checkout's studies/ folder,
+    which an installed package lacks. Its presets are dse/presets/ (package data; links to studies/ in the
+    checkout, copies in a wheel), the same files as studies/."""
+    import tomllib
+
+    from dse.cli.views import TEMPLATES, _templates
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["dse"]
+    for name, path in _templates().items():
+        assert path.parent == root / "dse" / "presets" and any(path.relative_to(root / "dse").match(g) for g in data)
+        assert path.read_bytes() == (root / "studies" / f"{name}.toml").read_bytes()
+    assert sorted(_templates()) == sorted(TEMPLATES) and len(TEMPLATES) == 3
+
+
 def test_help_keeps_placeholders_and_shows_flags_without_a_type(run):
     r = run("run", "--help")
     assert r.returncode == 0
