@@ -53,13 +53,20 @@ def provenance() -> dict:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
-    commit = _git(root, "rev-parse", "HEAD")
-    if commit is None:
-        out["git commit"] = "unknown (not a git checkout)"
-    else:
-        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
-        out["git commit"] = commit + (" (with uncommitted changes)" if dirty else "")
+    out["git commit"] = checkout_commit(root)
     return out
+
+
+def checkout_commit(root: Path) -> str:
+    """The commit of the git checkout whose top folder is ``root``; "unknown" when ``root`` is not the top of
+    a checkout (an installed dse lives in site-packages, which may sit inside another project's repository:
+    that repository's commit is not dse's)."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    commit = _git(root, "rev-parse", "HEAD") if top and Path(top).resolve() == root.resolve() else None
+    if commit is None:
+        return "unknown (not a git checkout of dse: see the dse version)"
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return commit + (" (with uncommitted changes)" if dirty else "")
 
 
 def _table(rows: list[dict], columns: list[str] | None = None, headers: dict | None = None) -> str:

@@ -97,3 +97,24 @@ def test_report_opens_in_headless_chromium(report, tmp_path):
 def test_report_refuses_an_output_that_is_not_html(cli, ran_study, tmp_path):
     r = cli("report", ran_study, "--out", tmp_path / "r.txt")
     assert r.returncode == 2 and "--out" in r.stderr and not (tmp_path / "r.txt").exists()
+
+
+def test_the_commit_named_is_dse_checkouts_not_a_repository_it_is_installed_in(tmp_path):
+    """An installed dse lives in site-packages; in a virtual environment inside the user's own repository the
+    report named that repository's commit as dse's (found by probing the wheel)."""
+    import subprocess
+
+    from dse.figures.report import checkout_commit
+
+    repo = tmp_path / "project"
+    site = repo / ".venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "f.txt").write_text("x")
+    subprocess.run([*git, "add", "f.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    assert checkout_commit(repo) == head  # the top of a checkout: its commit
+    assert checkout_commit(site).startswith("unknown")  # inside one: not dse's
+    assert checkout_commit(tmp_path).startswith("unknown")  # in none
