@@ -486,7 +486,6 @@ def load_onnx(path: str | Path) -> Net:
         except ValueError as e:  # Net's own checks (shapes that differ, channels not divisible): name the node
             raise (e if str(e).startswith(str(p)) else ValueError(f"{where(node)}: {e}")) from None
     outs = [o.name for o in g.output]
-    outs = [o.name for o in g.output]
     if not outs or outs[0] not in env:
         raise ValueError(f"{p}: the graph output is not computed by supported nodes")
     net.num_classes = env[outs[0]][0].numel
