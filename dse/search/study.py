@@ -57,7 +57,6 @@ from dse.search.storage import (
     repair_journal,
     storage_fault,
 )
-from dse.search.strategies import STRATEGIES
 from models.surrogate import CACHE_VERSION as SURROGATE_VERSION
 
 if TYPE_CHECKING:
@@ -301,7 +300,12 @@ def read_spec(spec: StudySpec, study: optuna.Study) -> StudySpec:
     --strategy S`` on a file naming another; :func:`open_study` reads such a study): its views (the training
     summary, the end reason, the importance sample) are that strategy's."""
     stored = (study.user_attrs.get(IDENTITY_ATTR) or {}).get("strategy")
-    return spec.with_overrides(strategy=stored) if stored in STRATEGIES and stored != spec.strategy else spec
+    if not isinstance(stored, str) or stored == spec.strategy:
+        return spec
+    try:
+        return spec.with_overrides(strategy=stored)
+    except UsageError:  # a strategy this dse does not have: the file's (its views then say what they can)
+        return spec
 
 
 def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool) -> None:
