@@ -25,6 +25,10 @@ __all__ = ["Hardware", "HardwareArray", "FIELDS", "as_array", "distinct_rows"]
 
 
 _INT_FIELDS = ("rows", "cols", "word_bytes", "acc_bytes", "vector_width", "pred_rows", "pred_cols")
+#: the smallest DRAM bandwidth (GB/s), clock (GHz) and link bandwidth (accel.pipeline.Link) a design may have: 1 MB/s,
+#: 1 MHz, far below any accelerator's, so that a training job's time and energy stay finite (1e-300 GB/s made
+#: them overflow to null)
+MIN_RATE = 1e-3
 _FLOAT_FIELDS = ("ifmap_kb", "filter_kb", "ofmap_kb", "bandwidth_gbps", "clock_ghz", "pred_kb")
 
 
@@ -169,10 +173,11 @@ def _validate(c: Mapping[str, np.ndarray]) -> None:
     check(c["acc_bytes"] < c["word_bytes"], "acc_bytes", "must be an integer >= word_bytes", c["acc_bytes"])
     for f in ("ifmap_kb", "filter_kb", "ofmap_kb"):
         check(~np.isfinite(c[f]) | (c[f] <= 0), f, "must be a finite size in KiB > 0", c[f])
-    check(~np.isfinite(c["bandwidth_gbps"]) | (c["bandwidth_gbps"] <= 0), "bandwidth_gbps",
-          "must be a finite DRAM bandwidth in GB/s > 0 (impossible hardware: zero bandwidth)", c["bandwidth_gbps"])
-    check(~np.isfinite(c["clock_ghz"]) | (c["clock_ghz"] <= 0), "clock_ghz", "must be a finite clock in GHz > 0",
-          c["clock_ghz"])
+    check(~np.isfinite(c["bandwidth_gbps"]) | (c["bandwidth_gbps"] < MIN_RATE), "bandwidth_gbps",
+          f"must be a finite DRAM bandwidth in GB/s >= {MIN_RATE:g} (impossible hardware: zero bandwidth)",
+          c["bandwidth_gbps"])
+    check(~np.isfinite(c["clock_ghz"]) | (c["clock_ghz"] < MIN_RATE), "clock_ghz",
+          f"must be a finite clock in GHz >= {MIN_RATE:g}", c["clock_ghz"])
     for f in ("pred_rows", "pred_cols"):
         check(c[f] < 0, f, "must be an integer >= 0 (0 = predictor time-shares the main array)", c[f])
     check((c["pred_rows"] > 0) != (c["pred_cols"] > 0), "pred_cols",

@@ -70,6 +70,8 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from accel.hardware import MIN_RATE
+
 __all__ = [
     "KINDS", "Schedule", "SCHEDULES", "register", "schedule_names", "gp_order", "check_order", "StageCosts", "Link",
     "OpRecord", "PipelineStep", "simulate", "job_time", "ring_allreduce_s", "gantt", "chrome_trace",
@@ -313,8 +315,8 @@ class Link:
     latency_us: float = 5.0
 
     def __post_init__(self):
-        if not (isinstance(self.gbps, (int, float)) and math.isfinite(self.gbps) and self.gbps > 0):
-            raise ValueError(f"link_gbps: must be a bandwidth in GB/s > 0, got {self.gbps!r}")
+        if not (isinstance(self.gbps, (int, float)) and math.isfinite(self.gbps) and self.gbps >= MIN_RATE):
+            raise ValueError(f"link_gbps: must be a bandwidth in GB/s >= {MIN_RATE:g}, got {self.gbps!r}")
         if not (isinstance(self.latency_us, (int, float)) and math.isfinite(self.latency_us)
                 and self.latency_us >= 0):
             raise ValueError(f"link_latency_us: must be a latency in microseconds >= 0, got {self.latency_us!r}")

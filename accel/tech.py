@@ -50,13 +50,18 @@ class Tech:
     def __post_init__(self) -> None:
         for f in _CONSTANTS:
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"tech {f}: must be a finite number >= 0, got {v!r}")
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or not \
+                    0 <= v <= TECH_MAX:
+                raise ValueError(f"tech {f}: must be a number from 0 to {TECH_MAX:g}, got {v!r}")
         for f in ("sram_small_pj", "sram_small_kib", "sram_large_pj", "sram_large_kib"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"tech {f}: must be > 0, got {getattr(self, f)!r}")
         if self.sram_large_kib == self.sram_small_kib:
             raise ValueError("tech sram_large_kib: must differ from sram_small_kib (two anchors fit the power law)")
+        if not abs(self.sram_exponent) <= SRAM_EXPONENT_MAX:
+            raise ValueError(f"tech sram_large_pj: the two SRAM anchors give an energy exponent of "
+                             f"{self.sram_exponent:.3g} (energy ~ capacity^alpha); at most {SRAM_EXPONENT_MAX:g} "
+                             "in magnitude (CACTI-style fits give about 0.5)")
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
     @property
@@ -79,6 +84,15 @@ class Tech:
 
 _CONSTANTS = tuple(f.name for f in fields(Tech) if f.name not in ("name", "sources"))
 
+#: the largest value of any constant (pJ, um2, KiB, mW/mm2): far above any technology's (the default's largest
+#: is 2048 KiB, its largest energy 160 pJ/B), low enough that a training job's totals stay finite in float64
+TECH_MAX = 1e9
+#: the largest magnitude of the SRAM power law's exponent (a buffer of the largest allowed size still costs a
+#: finite energy per byte)
+SRAM_EXPONENT_MAX = 4.0
+#: what a constant's table may hold besides its value
+_ENTRY_KEYS = {"value", "source", "unit"}
+
 #: keys of earlier table versions, with what replaced them
 _RENAMED = {
     "rf_pj": "use rf_pj_per_byte (pJ per byte; the old value was per 2-byte word)",
@@ -99,9 +113,15 @@ def load_tech(path: str | Path | None = None) -> Tech:
         where = "tech_default.toml"
     else:
         p = Path(path)
-        text = p.read_text(encoding="utf-8")
         where = str(p)
-    data = tomllib.loads(text)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{where}: not a text (UTF-8) file: {e}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{where}: not a valid TOML file: {e}") from None
     values: dict = {}
     sources: dict = {}
     for key, entry in data.items():
@@ -113,18 +133,29 @@ def load_tech(path: str | Path | None = None) -> Tech:
             raise ValueError(f"{where}: unknown technology key {key!r}; allowed: {', '.join(_CONSTANTS)}")
         if not isinstance(entry, dict) or "value" not in entry:
             raise ValueError(f"{where}: [{key}] must be a table with 'value' and 'source'")
+        extra = sorted(set(entry) - _ENTRY_KEYS)
+        if extra:
+            raise ValueError(f"{where}: [{key}] has {', '.join(map(repr, extra))}; an entry holds "
+                             f"{', '.join(sorted(_ENTRY_KEYS))}")
         src = entry.get("source", "")
         if not isinstance(src, str) or not src.strip():
             raise ValueError(f"{where}: [{key}] needs a non-empty 'source' string citing where the number comes from")
         v = entry["value"]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{where}: [{key}] value must be a number, got {v!r}")
-        values[key] = float(v)
+        try:
+            values[key] = float(v)
+        except OverflowError:
+            raise ValueError(f"{where}: [{key}] value must be a number from 0 to {TECH_MAX:g}, got an integer of "
+                             f"{len(str(v))} digits") from None
         sources[key] = src
     missing = [k for k in _CONSTANTS if k not in values]
     if missing:
         raise ValueError(f"{where}: missing technology keys: {', '.join(missing)}")
-    return Tech(**values, name=str(data.get("name", where)), sources=sources)
+    try:
+        return Tech(**values, name=str(data.get("name", where)), sources=sources)
+    except ValueError as e:  # the table's own checks: name the file
+        raise ValueError(f"{where}: {str(e).removeprefix('tech ')}") from None
 
 
 _DEFAULT: Tech | None = None

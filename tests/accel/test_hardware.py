@@ -116,7 +116,7 @@ def test_tech_table_every_constant_has_a_source_and_custom_tables_load(tmp_path)
     e1 = gemm_cost([256], [256], [256], hw=hw, tech=tech).energy_pj["dram"]
     e2 = gemm_cost([256], [256], [256], hw=hw, tech=custom).energy_pj["dram"]
     np.testing.assert_allclose(e2, e1 / 2)
-    text.write_text(base.replace('source = "Horowitz ISSCC 2014 (45 nm era DDR3', 'sourcez = "x'))
+    text.write_text(base.replace('source = "Horowitz ISSCC 2014 (45 nm era DDR3', '# source = "x'))
     with pytest.raises(ValueError, match=r"\[dram_pj_per_byte\] needs a non-empty 'source'"):
         load_tech(text)
     text.write_text(base + '\n[bogus]\nvalue = 1\nsource = "x"\n')
@@ -126,6 +126,28 @@ def test_tech_table_every_constant_has_a_source_and_custom_tables_load(tmp_path)
     text.write_text(base.replace("[rf_pj_per_byte]", "[rf_pj]"))
     with pytest.raises(ValueError, match="'rf_pj' was replaced: use rf_pj_per_byte"):
         load_tech(text)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("value = 160.0", "value = 1e308"), r"t.toml: dram_pj_per_byte: must be a number from 0 to 1e\+09, got 1e\+308"),
+    (("value = 2.0", "value = " + "1" * 400), r"t.toml: \[mac_pj\] value must be a number from 0 to 1e\+09"),
+    (("value = 5.0\n", "value = 1e-308\n"), r"t.toml: sram_large_pj: the two SRAM anchors give an energy exponent"),
+    (("value = 160.0", "value = 160.0\nvalu = 3.0"),
+     r"\[dram_pj_per_byte\] has 'valu'; an entry holds source, unit, value"),
+    (("[mac_pj]", "[mac_pj"), r"t.toml: not a valid TOML file"),
+])
+def test_a_table_whose_figures_would_overflow_is_refused_naming_the_key(tmp_path, edit, message):
+    """Found by probing: a finite but huge constant (DRAM 1e308 pJ/B), or SRAM anchors whose power law is steep
+    (a 1e-308 pJ anchor: exponent 147), printed energy `null` with exit 0 (a table view: an internal
+    OverflowError); a 400-digit integer was an internal error; a misspelt entry key was ignored; the
+    table's own checks did not name the file."""
+    base = accel.tech.resources.files("accel").joinpath("data/tech_default.toml").read_text()
+    assert base.count(edit[0]) >= 1
+    text = tmp_path / "t.toml"
+    text.write_text(base.replace(edit[0], edit[1], 1))
+    with pytest.raises(ValueError, match=message) as e:
+        load_tech(text)
+    assert "\n" not in str(e.value)
 
 
 def test_sram_energy_power_law_hits_both_anchors():
@@ -141,3 +163,17 @@ def test_accel_does_not_import_optuna_or_models():
     for f in src.rglob("*.py"):
         text = f.read_text()
         assert not re.search(r"^\s*(import|from)\s+(optuna|models|dse)\b", text, re.M), f
+
+
+def test_a_rate_too_small_for_finite_figures_is_refused():
+    """Found by probing: bandwidth_gbps = 1e-300 (or a link of 1e-300 GB/s) was accepted and the job's time and
+    energy overflowed to null, with exit 0."""
+    from accel.hardware import MIN_RATE
+    from accel.pipeline import Link
+
+    for field in ("bandwidth_gbps", "clock_ghz"):
+        with pytest.raises(ValueError, match=f"{field}: must be a finite .* >= 0.001"):
+            Hardware(**{field: 1e-300})
+        Hardware(**{field: MIN_RATE})
+    with pytest.raises(ValueError, match="link_gbps: must be a bandwidth in GB/s >= 0.001"):
+        Link(1e-300)
