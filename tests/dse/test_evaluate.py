@@ -374,3 +374,16 @@ def test_evaluate_of_plain_bp_says_a_what_if_gp_fraction_does_not_apply(tmp_path
     out = capsys.readouterr().out
     assert e.value.code == 0 and "the [schedule] gp_fraction 0.5 does not apply" in out
     assert "from the what-if" not in out
+
+
+def test_a_named_dataset_without_a_size_gets_its_own_training_set_size():
+    """Found by probing: `dataset = "cifar10"` without `dataset_size` kept ImageNet's 1,281,167 samples, so the
+    job's time and energy were 25.6x those of a CIFAR-10 job (the speed-up unchanged)."""
+    from dse.config.workload import DATASET_SIZES, Workload
+
+    assert DATASET_SIZES == {"imagenet": 1_281_167, "cifar10": 50_000, "cifar100": 50_000}
+    for dataset, size in (("cifar10", 50_000), ("cifar100", 50_000), ("imagenet", 1_281_167), (None, 1_281_167)):
+        d = {"models": ["resnet18"], "batch": 128, "epochs": 90, **({"dataset": dataset} if dataset else {})}
+        w = Workload.from_dict(d)
+        assert w.dataset_size == size and w.steps == -(-size // 128) * 90
+        assert Workload.from_dict({**d, "dataset_size": 1000}).dataset_size == 1000  # given: kept
