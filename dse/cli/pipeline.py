@@ -157,6 +157,9 @@ def pipeline(
         check_file(trace, "--trace")
     if not 0.0 <= gp_fraction <= 1.0:
         raise UsageError(f"--gp-fraction: must be in [0, 1], got {gp_fraction}")
+    if chunks > 1 and stages < 2:  # as [parallel] refuses it (dse.config.parallel)
+        raise UsageError("--stages: model chunks interleave across devices and need at least 2 stages, got 1 (on "
+                         "one device use --chunks 1)")
     if width and width < 10:
         raise UsageError(f"--width: at least 10 columns (0 for no chart), got {width}")
     if scheme is not None and (model is None or gp_fraction == 0):

@@ -56,6 +56,9 @@ class ParallelConfig:
         if SCHEDULES[self.schedule].chunked and self.chunks < 2:
             raise ValueError(f"chunks: {self.schedule} needs at least 2 model chunks per device, got "
                              f"{self.chunks} (with one chunk it is 1f1b)")
+        if self.chunks > 1 and self.stages < 2:  # its chunks would pass activations to their own device
+            raise ValueError(f"stages: {self.schedule} interleaves model chunks across devices and needs at least "
+                             "2 stages, got 1 (on one device use 1f1b, chunks = 1)")
         if self.chunks > 1 and self.microbatches % self.stages:
             raise ValueError(f"microbatches: interleaved 1F1B needs a multiple of the {self.stages} stages, "
                              f"got {self.microbatches}")

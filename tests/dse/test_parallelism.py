@@ -59,6 +59,9 @@ def test_a_pipeline_job_feeds_speedup_energy_and_the_new_metrics():
     ({"chunks": 2, "schedule": "1f1b-interleaved", "stages": 4, "microbatches": 6}, r"parallel\.microbatches"),
     ({"microbatches": 3}, r"parallel\.microbatches: batch 64 does not split"),
     ({"link_gbps": 0}, r"parallel\.link_gbps"),
+    # found by probing: on one device its two chunks paid link energy for messages to their own device
+    ({"chunks": 2, "schedule": "1f1b-interleaved", "stages": 1, "microbatches": 4},
+     r"parallel\.stages: 1f1b-interleaved interleaves model chunks across devices and needs at least 2 stages"),
     ({"bogus": 1}, r"parallel\.bogus: unknown key"),
 ])
 def test_bad_parallel_tables_are_one_line_errors(table, match):
@@ -200,6 +203,8 @@ def test_cli_pipeline_from_a_model():
     (["--model", "nosuch"], "unknown model 'nosuch'"),
     (["--tf", "nan", "--tb", "1", "--tw", "1"], "--tf: must be a finite number, got nan"),
     (["--tf", "1", "--tb", "1", "--tw", "1", "-p", "1000", "-m", "100000"], "--microbatches: 1000 stages"),
+    (["--tf", "1", "--tb", "1", "--tw", "1", "-p", "1", "-v", "2", "-s", "1f1b-interleaved", "-m", "4"],
+     "--stages: model chunks interleave across devices and need at least 2 stages"),
 ])
 def test_cli_pipeline_bad_input_is_one_line_exit_2(args, match):
     code, out, err = _dse("pipeline", *args)
