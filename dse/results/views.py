@@ -23,6 +23,7 @@ from dse.config.configuration import Configuration
 from dse.errors import UsageError
 from dse.evaluation.evaluator import evaluate_hardware
 from dse.evaluation.workloads import model_key, technology, training_ops
+from dse.search.identity import with_current_files
 
 __all__ = ["unit_of", "natural_direction", "label_of", "metric_names", "hv_source", "trial_detail", "layer_table",
            "frozen_trial_detail", "find_trial", "status_summary", "recent_line", "CONVERGED_GAIN", "MIN_SETTINGS",
@@ -162,7 +163,9 @@ def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = Fal
     if state != "complete" or "config" not in t.user_attrs:
         out["reason"] = t.user_attrs.get("fail_reason", UNFINISHED.get(state, "no reason recorded"))
         return out
-    cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {number} config")
+    # (the files the study file names now: a study moved with its files reads them where they are)
+    cfg = Configuration.from_dict(with_current_files(t.user_attrs["config"], spec.base),
+                                  where=f"trial {number} config")
     metrics = dict(t.user_attrs.get("metrics", {}))
     out["metrics"] = metrics
     # each constraint of the study (its file now, as pareto and export judge it): its violation (<= 0: met), or

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 __all__ = ["identity_change", "model_change", "checked_trial", "trial_model_change", "ABSENT", "MODEL_FROM_ATTR"]
 
@@ -28,6 +30,8 @@ def identity_change(stored: dict, now: dict) -> str | None:
                     return d
             return None
         if a != b:
+            if path.startswith("file contents.") and a is not ABSENT and b is not ABSENT:
+                return f"what dse reads from {path.removeprefix('file contents.')} changed (digest {a} -> {b})"
             return f"{path}: {show(a)} -> {show(b)}"
         return None
 
@@ -76,7 +80,7 @@ def checked_trial(study, start: int = 0):
 _MODEL_CHECKED: dict[tuple, str | None] = {}
 
 
-def model_change(study, start: int = 0, *, url: str | None = None) -> str | None:
+def model_change(study, start: int = 0, *, url: str | None = None, base=None) -> str | None:
     """Whether the models that computed the study's stored figures are this dse's: its first complete trial
     from number ``start`` on (:func:`checked_trial`), re-costed with this dse's accelerator model at the GP
     fraction it recorded, must give the hardware figures it stored (``dse export`` and ``dse show`` recompute
@@ -84,22 +88,23 @@ def model_change(study, start: int = 0, *, url: str | None = None) -> str | None
     ``surrogate.cache_version``) must be this one's. A description of the first difference ("trial 48's
     speedup: 2.944 stored, 2.168 by this dse's model"), or None. Costs one configuration (0.06-0.08 s for the
     quick start's ResNet-18, about 0.5 s for the zoo's 16 models). With the study's storage ``url``, the
-    answer is remembered for the process (:data:`_MODEL_CHECKED`)."""
+    answer is remembered for the process (:data:`_MODEL_CHECKED`). ``base``: the study file's base
+    configuration, whose files the trial is costed with (:func:`with_current_files`)."""
     t = checked_trial(study, start)
     if t is None or url is None:
-        return None if t is None else trial_model_change(t)
+        return None if t is None else trial_model_change(t, base)
     key = (url, t._trial_id, t.datetime_start, json.dumps([t.user_attrs["metrics"], t.user_attrs["config"],
                                                             t.user_attrs.get("surrogate")], sort_keys=True))
     if key not in _MODEL_CHECKED:
-        change = trial_model_change(t)
+        change = trial_model_change(t, base)
         if change is not None and "cannot be costed" in change:
             return change  # (a file it names may be restored: looked at again next time)
         _MODEL_CHECKED[key] = change
     return _MODEL_CHECKED[key]
 
 
-def trial_model_change(t) -> str | None:
-    """:func:`model_change` for the stored trial ``t``."""
+def trial_model_change(t, base=None) -> str | None:
+    """:func:`model_change` for the stored trial ``t`` (with the files ``base`` names, if given)."""
     import math
 
     from dse.config.configuration import Configuration
@@ -112,7 +117,9 @@ def trial_model_change(t) -> str | None:
         return f"trial {t.number}'s accuracy came from the accuracy proxy's version {version}, this dse's is " \
                f"{CACHE_VERSION}"
     try:
-        cfg = Configuration.from_dict(t.user_attrs["config"], where=f"trial {t.number} config")
+        stored_cfg = t.user_attrs["config"]
+        cfg = Configuration.from_dict(stored_cfg if base is None else with_current_files(stored_cfg, base),
+                                      where=f"trial {t.number} config")
         now = evaluate_hardware(cfg, float(stored.get("gp_fraction", 0.0)))["metrics"]
     except Exception as e:  # a configuration this dse cannot read or cost: made by another one, or a file it
         why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__  # names is missing now
@@ -125,3 +132,54 @@ def trial_model_change(t) -> str | None:
         if not (same or (math.isnan(a) and math.isnan(b))):
             return f"trial {t.number}'s {m}: {a:.6g} stored, {b:.6g} by this dse's model"
     return None
+
+
+def relative_paths(identity: dict, folder: Path) -> dict:
+    """``identity`` with the files it names (technology table, workload files, and the keys of their contents)
+    relative to ``folder``, the study file's: a study moved or copied with the files it names keeps its
+    identity (they were absolute: a copied folder's study was refused as made from another file). Relative
+    paths are left as they are, so a stored identity of either form compares with a new one."""
+    def rel(v):
+        return os.path.relpath(v, folder) if isinstance(v, str) and Path(v).is_absolute() else v
+
+    out = dict(identity)
+    base = out.get("base")
+    if isinstance(base, dict):
+        base = out["base"] = dict(base)
+        if "technology" in base:
+            base["technology"] = rel(base["technology"])
+        w = base.get("workload")
+        if isinstance(w, dict):
+            w = base["workload"] = dict(w)
+            if isinstance(w.get("models"), list):
+                w["models"] = [rel(m) for m in w["models"]]
+            if isinstance(w.get("model_args"), dict):
+                w["model_args"] = {rel(k): v for k, v in w["model_args"].items()}
+    if isinstance(out.get("file contents"), dict):
+        out["file contents"] = {rel(k): v for k, v in out["file contents"].items()}
+    return out
+
+
+def with_current_files(config: dict, base) -> dict:
+    """A trial's stored configuration naming the files its study's file names now (``base``, the spec's base
+    configuration): a trial stores them as absolute paths, which a study moved or copied with its files no
+    longer has (the study's identity checks they hold what the trial was costed with). A configuration that
+    names other files than ``base`` (another number of workload models) is returned as it is."""
+    from models import importers
+
+    tech, models = config.get("technology"), (config.get("workload") or {}).get("models")
+    now = list(base.workload.models)
+    moved = bool(tech and base.technology and tech != base.technology) or (
+        isinstance(models, list) and len(models) == len(now) and models != now)
+    if not moved:
+        return config
+    out = dict(config)
+    if tech and base.technology:
+        out["technology"] = base.technology
+    if isinstance(models, list) and len(models) == len(now):
+        swap = {m: n for m, n in zip(models, now) if importers.is_file_model(m) and importers.is_file_model(n)}
+        w = out["workload"] = dict(out["workload"])
+        w["models"] = [swap.get(m, m) for m in models]
+        if isinstance(w.get("model_args"), dict):
+            w["model_args"] = {swap.get(k, k): v for k, v in w["model_args"].items()}
+    return out

@@ -43,7 +43,7 @@ from dse.errors import StudyWarning, UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
-from dse.search.identity import MODEL_FROM_ATTR, identity_change, model_change
+from dse.search.identity import MODEL_FROM_ATTR, identity_change, model_change, relative_paths, with_current_files
 from dse.search.pareto import Point
 from dse.search.rdb import FastRDBStorage
 from dse.search.replication import race, start_seeds
@@ -313,14 +313,14 @@ def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool,
     is refused (its new trials would not compare with the stored ones), unless ``accept_changes``, which
     records from which trial on this dse's models hold; a read command warns (:class:`StudyWarning`)."""
     if not create:
-        change = model_change(study, 0, url=url)
+        change = model_change(study, 0, url=url, base=spec.base)
         if change:
             warnings.warn(StudyWarning(
                 f"study {spec.name!r} holds figures this dse does not reproduce ({change}): another version of "
                 "dse's models, or of a file the study names, computed them; dse show and dse export recompute a "
                 "trial's figures with this one"), stacklevel=2)
         return
-    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)), url=url)
+    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)), url=url, base=spec.base)
     if change is None:
         return
     if not accept_changes:
@@ -343,6 +343,8 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                          f"{owner if owner == 'another study' else repr(owner)}; give [study] name another value")
     now = spec.identity()
     old = attrs.get(IDENTITY_ATTR)
+    if old is not None and spec.path is not None:  # files it names as absolute paths (before they were relative)
+        old = relative_paths(old, Path(spec.path).resolve().parent)
     legacy = False
     if old is not None and "file contents" in now and "file contents" not in old:
         # made before studies recorded the content of the files they name: taken as they are now, and recorded
@@ -710,7 +712,8 @@ def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
     else:
         feasible = all(v <= 0 for v in t.constraints.values())
     return Point(number=t.number, values=values, metrics=metrics,
-                 params=dict(t.params), feasible=feasible, config=dict(t.user_attrs.get("config", {})),
+                 params=dict(t.params), feasible=feasible,
+                 config=dict(with_current_files(t.user_attrs.get("config", {}), spec.base)),
                  per_seed=t.user_attrs.get("per_seed"))
 
 

@@ -60,6 +60,7 @@ from dse.config.space import Bundle, Choice, Fixed, Space
 from dse.config.values import check_name, check_number
 from dse.errors import UsageError
 from dse.evaluation import metrics as registry
+from dse.search.identity import relative_paths
 from dse.search.samplers import SAMPLERS as SAMPLER_REGISTRY
 from dse.search.strategies import STRATEGIES, Option
 from models.surrogate import SurrogateConfig
@@ -180,7 +181,7 @@ class StudySpec:
         files = self.base.file_digests()
         if files:  # the tables and topologies it names, by content (only when it names some: as above)
             out["file contents"] = files
-        return out
+        return relative_paths(out, self.path.resolve().parent) if self.path is not None else out
 
     @property
     def adaptive(self) -> bool:

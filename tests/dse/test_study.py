@@ -431,7 +431,7 @@ def test_a_study_notices_an_edited_technology_table_and_a_missing_one(study_file
     assert _run_cli(capsys, "status", str(study_file))[0] == 0
     tech.write_text(tech.read_text().replace("[dram_pj_per_byte]\nvalue = ", "[dram_pj_per_byte]\nvalue = 1"))
     code, out, err = _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "4")
-    assert code == 2 and "file contents" in err and "tech.toml" in err and "--accept-changes" in err, err
+    assert code == 2 and "what dse reads from tech.toml changed (digest " in err and "--accept-changes" in err, err
     assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "4", "--accept-changes")[0] == 0
     # a study made before studies recorded file contents opens as it is, and records them
     spec = load_study(study_file)
@@ -441,6 +441,36 @@ def test_a_study_notices_an_edited_technology_table_and_a_missing_one(study_file
     study.set_user_attr("dse_study_file", stored)
     assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "5")[0] == 0
     assert "file contents" in open_study(spec, create=False).user_attrs["dse_study_file"]
+
+
+def test_a_study_moved_or_copied_with_its_technology_table_opens_and_resumes(study_file, capsys):
+    """Found by probing: a study naming a technology table beside it stored the table's absolute path, so a copy
+    of the folder (or the folder moved) was refused by every command as made from a different file, and the
+    only way on, --accept-changes, wrote to the study. Paths are recorded relative to the study file; a study
+    that recorded absolute ones still opens where it was made."""
+    import shutil
+    from importlib import resources
+
+    shutil.copy(resources.files("accel").joinpath("data/tech_default.toml"), study_file.parent / "tech.toml")
+    study_file.write_text('technology = "tech.toml"\n' + study_file.read_text())
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")[0] == 0
+    stored = open_study(load_study(study_file), create=False).user_attrs["dse_study_file"]
+    assert stored["base"]["technology"] == "tech.toml" and list(stored["file contents"]) == ["tech.toml"]
+    moved = study_file.parent.parent / "moved"
+    shutil.copytree(study_file.parent, moved)
+    shutil.rmtree(study_file.parent)  # moved, not copied: the old absolute path no longer exists
+    for args in (("status",), ("pareto",), ("show", "0")):
+        code, out, err = _run_cli(capsys, args[0], str(moved / study_file.name), *args[1:])
+        assert code == 0 and "dse:" not in err, (args, err)
+    assert _run_cli(capsys, "run", str(moved / study_file.name), "--quiet", "--trials", "3")[0] == 0
+    # a study that recorded the absolute path (before) opens in place; moved, it is refused as before
+    spec = load_study(moved / study_file.name)
+    study = open_study(spec, create=False)
+    old = json.loads(json.dumps(study.user_attrs["dse_study_file"]))
+    absolute = str((moved / "tech.toml").resolve())
+    old["base"]["technology"], old["file contents"] = absolute, {absolute: old["file contents"]["tech.toml"]}
+    study.set_user_attr("dse_study_file", old)
+    assert _run_cli(capsys, "status", str(moved / study_file.name))[0] == 0
 
 
 @pytest.mark.parametrize("strategy", ["joint", "hybrid"])
