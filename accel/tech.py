@@ -12,6 +12,7 @@ number of bytes accessed. With the default anchors (5 pJ at 8 KiB, 50 pJ at 1024
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -90,7 +91,7 @@ TECH_MAX = 1e9
 #: the largest magnitude of the SRAM power law's exponent (a buffer of the largest allowed size still costs a
 #: finite energy per byte)
 SRAM_EXPONENT_MAX = 4.0
-#: what a constant's table may hold besides its value
+#: the keys of a constant's table dse reads
 _ENTRY_KEYS = {"value", "source", "unit"}
 
 #: keys of earlier table versions, with what replaced them
@@ -133,10 +134,13 @@ def load_tech(path: str | Path | None = None) -> Tech:
             raise ValueError(f"{where}: unknown technology key {key!r}; allowed: {', '.join(_CONSTANTS)}")
         if not isinstance(entry, dict) or "value" not in entry:
             raise ValueError(f"{where}: [{key}] must be a table with 'value' and 'source'")
-        extra = sorted(set(entry) - _ENTRY_KEYS)
-        if extra:
-            raise ValueError(f"{where}: [{key}] has {', '.join(map(repr, extra))}; an entry holds "
-                             f"{', '.join(sorted(_ENTRY_KEYS))}")
+        # a key of the user's own (a note, a reference) is theirs; one that looks like a misspelt value, unit or
+        # source is refused (a misspelt value beside the real one was ignored without a word)
+        near = [(k, m[0]) for k in sorted(set(entry) - _ENTRY_KEYS)
+                if (m := difflib.get_close_matches(k.lower(), sorted(_ENTRY_KEYS), n=1, cutoff=0.7))]
+        if near:
+            raise ValueError(f"{where}: [{key}] has {near[0][0]!r}: a misspelt {near[0][1]!r}? (an entry holds "
+                             f"{', '.join(sorted(_ENTRY_KEYS))}, and any keys of the user's own)")
         src = entry.get("source", "")
         if not isinstance(src, str) or not src.strip():
             raise ValueError(f"{where}: [{key}] needs a non-empty 'source' string citing where the number comes from")

@@ -154,7 +154,7 @@ def load_topology(path: str | Path) -> Net:
     for k, (lineno, r) in enumerate(rows[1:]):
         name = r[0]
         if len(r) != ncols or "" in r:
-            missing = [header[j] for j in range(1, ncols) if j >= len(r) or r[j] == ""]
+            missing = [header[j] for j in range(ncols) if j >= len(r) or r[j] == ""]
             raise ValueError(f"{p}:{lineno}: " + (f"no value for {', '.join(missing)}" if missing else
                                                    f"{len(r)} values where the header has {ncols} columns"))
         if gemm:

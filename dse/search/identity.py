@@ -134,13 +134,15 @@ def trial_model_change(t, base=None) -> str | None:
     return None
 
 
-def relative_paths(identity: dict, folder: Path) -> dict:
+def relative_paths(identity: dict, folder: Path, written: set[str]) -> dict:
     """``identity`` with the files it names (technology table, workload files, and the keys of their contents)
-    relative to ``folder``, the study file's: a study moved or copied with the files it names keeps its
-    identity (they were absolute: a copied folder's study was refused as made from another file). Relative
-    paths are left as they are, so a stored identity of either form compares with a new one."""
+    relative to ``folder``, the study file's, where the study file names them relatively (``written``: their
+    resolved absolute paths): a study moved or copied with the files it names keeps its identity (they were
+    absolute: a copied folder's study was refused as made from another file). A path the file writes as an
+    absolute one stays absolute (a shared table: a study file copied elsewhere still names it). Other paths
+    are left as they are, so a stored identity of either form compares with a new one."""
     def rel(v):
-        return os.path.relpath(v, folder) if isinstance(v, str) and Path(v).is_absolute() else v
+        return os.path.relpath(v, folder) if isinstance(v, str) and v in written else v
 
     out = dict(identity)
     base = out.get("base")
@@ -161,23 +163,30 @@ def relative_paths(identity: dict, folder: Path) -> dict:
 
 
 def with_current_files(config: dict, base) -> dict:
-    """A trial's stored configuration naming the files its study's file names now (``base``, the spec's base
-    configuration): a trial stores them as absolute paths, which a study moved or copied with its files no
-    longer has (the study's identity checks they hold what the trial was costed with). A configuration that
-    names other files than ``base`` (another number of workload models) is returned as it is."""
+    """A trial's stored configuration with each file it names that no longer exists replaced by the one the
+    study's file names now in its place (``base``, the spec's base configuration): a trial stores absolute
+    paths, which a study moved with its files no longer has (the study's identity checks the files the study
+    file names hold what its trials were costed with). A file that still exists stays the trial's own (after
+    an accepted change to another table, the earlier trials keep theirs); a configuration naming another
+    number of workload models is returned as it is."""
     from models import importers
+
+    def gone(path) -> bool:
+        return isinstance(path, str) and not Path(path).exists()
 
     tech, models = config.get("technology"), (config.get("workload") or {}).get("models")
     now = list(base.workload.models)
-    moved = bool(tech and base.technology and tech != base.technology) or (
-        isinstance(models, list) and len(models) == len(now) and models != now)
-    if not moved:
+    swap = {}
+    if isinstance(models, list) and len(models) == len(now):
+        swap = {m: n for m, n in zip(models, now)
+                if m != n and gone(m) and importers.is_file_model(m) and importers.is_file_model(n)}
+    new_tech = base.technology if tech and base.technology and tech != base.technology and gone(tech) else None
+    if not swap and new_tech is None:
         return config
     out = dict(config)
-    if tech and base.technology:
-        out["technology"] = base.technology
-    if isinstance(models, list) and len(models) == len(now):
-        swap = {m: n for m, n in zip(models, now) if importers.is_file_model(m) and importers.is_file_model(n)}
+    if new_tech is not None:
+        out["technology"] = new_tech
+    if swap:
         w = out["workload"] = dict(out["workload"])
         w["models"] = [swap.get(m, m) for m in models]
         if isinstance(w.get("model_args"), dict):

@@ -304,8 +304,11 @@ def read_spec(spec: StudySpec, study: optuna.Study) -> StudySpec:
         return spec
     try:
         return spec.with_overrides(strategy=stored)
-    except UsageError:  # a strategy this dse does not have: the file's (its views then say what they can)
-        return spec
+    except UsageError as e:
+        if str(e).startswith("--strategy:"):  # a strategy this dse does not have: the file's
+            return spec
+        # the file's other fields do not suit it as a run would need (its sampler): reading needs none of them
+        return replace(spec, strategy=stored)
 
 
 def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool, accept_changes: bool) -> None:
@@ -344,7 +347,7 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
     now = spec.identity()
     old = attrs.get(IDENTITY_ATTR)
     if old is not None and spec.path is not None:  # files it names as absolute paths (before they were relative)
-        old = relative_paths(old, Path(spec.path).resolve().parent)
+        old = relative_paths(old, Path(spec.path).resolve().parent, spec.relative_files())
     legacy = False
     if old is not None and "file contents" in now and "file contents" not in old:
         # made before studies recorded the content of the files they name: taken as they are now, and recorded
@@ -370,6 +373,13 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
                 f"{stored} (from Python: dse.run(spec, strategy={stored!r})) or name strategy = \"{stored}\" in "
                 f"the file's [study] table; to search with {spec.strategy!r}, give [study] name a new value")
         if change and not accept_changes:
+            stored_size = ((old.get("base") or {}).get("workload") or {}).get("dataset_size")
+            if change.startswith("base.workload.dataset_size:") and stored_size is not None and \
+                    "dataset_size" not in (spec.raw.get("workload") or {}):
+                # the file is as it was: dse's default for a named dataset changed (DATASET_SIZES)
+                change += (f"; the file names no dataset_size, and dse's default for a named dataset is now its "
+                           f"training-set size: to read the study as it was made, write dataset_size = "
+                           f"{stored_size} in the file's [workload] table")
             raise UsageError(
                 f"study {spec.name!r} in {mask_url(url)} was made from a different study file ({change}); "
                 "give [study] name a new value to start a new study, or continue this one with the file as it "

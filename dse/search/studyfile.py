@@ -181,7 +181,17 @@ class StudySpec:
         files = self.base.file_digests()
         if files:  # the tables and topologies it names, by content (only when it names some: as above)
             out["file contents"] = files
-        return relative_paths(out, self.path.resolve().parent) if self.path is not None else out
+        return relative_paths(out, self.path.resolve().parent, self.relative_files()) if self.path is not None \
+            else out
+
+    def relative_files(self) -> set[str]:
+        """The files (technology table, workload files) the study file names by relative paths, each as the
+        absolute path it resolves to (as :class:`Configuration` resolves it)."""
+        if self.path is None:
+            return set()
+        folder = self.path.resolve().parent
+        named = [self.raw.get("technology")] + list((self.raw.get("workload") or {}).get("models") or [])
+        return {str((folder / v).resolve()) for v in named if isinstance(v, str) and not Path(v).is_absolute()}
 
     @property
     def adaptive(self) -> bool:
@@ -299,9 +309,9 @@ def _knob_values(fld: str, knob) -> tuple[list[dict], dict | None]:
 
 
 def _check_values(space: Space, base: Configuration) -> None:
-    """Every value a knob can take must be valid with the base's other fields, or with some value of another
-    knob of its section (``schedule = "1f1b-interleaved"`` with a searched ``chunks = [1, 2]``); the
-    combinations a trial samples are checked per trial."""
+    """Every value a knob can take must be valid with the base's other fields, or with some values of one or
+    two other knobs of its section (``schedule = "1f1b-interleaved"`` with a searched ``chunks = [1, 2]``, and
+    with ``stages = [1, 2]`` on a base of one stage); the combinations a trial samples are checked per trial."""
     def check(name: str, v: dict) -> None:
         section = name.split(".", 1)[0]
         if section == "training":
@@ -322,8 +332,10 @@ def _check_values(space: Space, base: Configuration) -> None:
             try:
                 check(name, v)
             except (ValueError, TypeError) as e:
-                if any(_passes(check, name, {**w, **v}) for vals in others for w in vals):
-                    continue  # valid together with another knob's value: a trial's combination is checked
+                if any(_passes(check, name, {**w, **v}) for vals in others for w in vals) or any(
+                        _passes(check, name, {**w, **u, **v}) for i, a in enumerate(others) for b in others[i + 1:]
+                        for w in a for u in b):
+                    continue  # valid together with other knobs' values: a trial's combination is checked
                 shown = next(iter(v.values())) if len(v) == 1 else v
                 why = str(e)
                 if len(v) == 1 and why.startswith(f"{fld}: "):  # the field is already named

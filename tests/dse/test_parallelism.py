@@ -145,6 +145,13 @@ def test_space_parallel_needs_the_table_and_hybrid_refuses_it(tmp_path):
                                                                                            "parallel.chunks"]
     with pytest.raises(UsageError, match=r"space\.parallel\.schedule: value '1f1b-interleaved' is not allowed"):
         load_study(write_study(tmp_path, FAST_STUDY + both.replace("chunks = [1, 2]", "chunks = [1]")))
+    # valid only with two other knobs' values (stages 2 and chunks 2, on a base of one stage): found by review,
+    # once interleaving on one stage was refused, a space of stages [1, 2] was refused at load
+    three = both.replace("stages = 2", "stages = 1") + "stages = [1, 2]\n"
+    spec = load_study(write_study(tmp_path, FAST_STUDY + three))
+    assert spec.space.names("parallel") == ["parallel.schedule", "parallel.chunks", "parallel.stages"]
+    with pytest.raises(ValueError, match="stages: 1f1b-interleaved interleaves model chunks across devices"):
+        ParallelConfig(**{**spec.base.parallel.to_dict(), "schedule": "1f1b-interleaved", "chunks": 2})
 
 
 def _dse(*args):

@@ -473,6 +473,65 @@ def test_a_study_moved_or_copied_with_its_technology_table_opens_and_resumes(stu
     assert _run_cli(capsys, "status", str(moved / study_file.name))[0] == 0
 
 
+def test_after_an_accepted_change_of_table_earlier_trials_keep_theirs_and_shared_tables_stay_absolute(
+        study_file, capsys, tmp_path):
+    """Found by review: reading each stored trial with the file the study file names now made the trials before
+    an accepted change of table look recomputed by another model (a warning on every read) and exported them
+    with the new table (dse evaluate of the export gave other figures); a table named by an absolute path was
+    recorded relative to the study file, so a copy of the study file elsewhere was refused."""
+    import shutil
+    from importlib import resources
+
+    base = resources.files("accel").joinpath("data/tech_default.toml").read_text()
+    (study_file.parent / "tech.toml").write_text(base)
+    (study_file.parent / "tech2.toml").write_text(base.replace("value = 160.0", "value = 1000.0", 1))
+    text = study_file.read_text()
+    study_file.write_text('technology = "tech.toml"\n' + text)
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")[0] == 0
+    study_file.write_text('technology = "tech2.toml"\n' + text)
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "3", "--accept-changes")[0] == 0
+    code, out, err = _run_cli(capsys, "show", str(study_file), "0", "--format", "json")
+    assert code == 0 and "dse:" not in err, err
+    shown = json.loads(out)
+    assert shown["config"]["technology"].endswith("tech.toml") and shown["metrics"]["energy_j"] > 0
+    stored = open_study(load_study(study_file), create=False).trials[0].user_attrs["metrics"]["energy_j"]
+    assert shown["metrics"]["energy_j"] == stored
+    # a shared table by its absolute path: the study file copied elsewhere (with its database) still opens
+    shared = tmp_path / "shared" / "t.toml"
+    shared.parent.mkdir()
+    shared.write_text(base)
+    other = tmp_path / "a" / "b"
+    other.mkdir(parents=True)
+    study = other / "abs.toml"
+    study.write_text(f'technology = "{shared}"\n' + text.replace('name = "tiny"', 'name = "abs"'))
+    assert _run_cli(capsys, "run", str(study), "--quiet", "--trials", "2")[0] == 0
+    deeper = other / "c"
+    deeper.mkdir()
+    for f in other.glob("abs.*"):
+        shutil.copy(f, deeper / f.name)
+    code, out, err = _run_cli(capsys, "status", str(deeper / "abs.toml"))
+    assert code == 0 and "dse:" not in err, err
+
+
+def test_a_study_refused_only_for_dses_new_dataset_size_default_says_how_to_read_it(study_file, capsys):
+    """A file naming a dataset without dataset_size now gets the dataset's size; a study made before from the
+    same file is refused as changed, and the message says the file is as it was and what to write."""
+    text = study_file.read_text()
+    assert "dataset_size = 5000\n" in text
+    study_file.write_text(text.replace("dataset_size = 5000\n", ""))
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")[0] == 0
+    study = open_study(load_study(study_file), create=False)
+    stored = json.loads(json.dumps(study.user_attrs["dse_study_file"]))
+    assert stored["base"]["workload"]["dataset_size"] == 50000
+    stored["base"]["workload"]["dataset_size"] = 1281167  # as the previous dse recorded it
+    study.set_user_attr("dse_study_file", stored)
+    code, out, err = _run_cli(capsys, "status", str(study_file))
+    assert code == 2 and "dataset_size: 1281167 -> 50000; the file names no dataset_size" in err, err
+    assert "write dataset_size = 1281167 in the file's [workload] table" in err
+    study_file.write_text(text.replace("dataset_size = 5000\n", "dataset_size = 1281167\n"))
+    assert _run_cli(capsys, "status", str(study_file))[0] == 0
+
+
 @pytest.mark.parametrize("strategy", ["joint", "hybrid"])
 def test_a_run_and_a_study_read_through_the_api_leave_no_database_connection_open(study_file, connections,
                                                                                    strategy):
