@@ -177,7 +177,15 @@ def _main(argv: list[str] | None, debug: bool) -> None:
             traceback.print_exc()
         typer.echo(f"dse: error: {e}", err=True)
         sys.exit(EXIT_USAGE)
-    except typer.Abort:
+    except typer.Abort as e:
+        if isinstance(e.__context__, EOFError):  # click turns an EOFError into Abort too: a cut file, not Ctrl-C
+            err = e.__context__
+            if debug or _state["debug"]:
+                traceback.print_exception(err)
+            else:
+                typer.echo(f"dse: internal error: EOFError: {err} (rerun with --debug for the traceback, and "
+                           "report it)", err=True)
+            sys.exit(EXIT_FAILURE)
         typer.echo("dse: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except typer.Exit as e:

@@ -17,9 +17,8 @@ trains its extra seeds; an interrupted setting keeps the seeds it finished (in t
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, TypeVar
 
-from dse.evaluation import metrics as registry
 from dse.search.noise import needs_seeds
 from dse.search.pareto import Point
 
@@ -28,15 +27,14 @@ __all__ = ["start_seeds", "race"]
 T = TypeVar("T")
 
 
-def start_seeds(spec, training, metrics: Sequence[str]) -> int:
-    """The seeds to start a setting (surrogate knobs ``training``) with: ``seeds_min``, or as many as the
-    cache holds already, up to ``seeds_max``."""
+def start_seeds(spec, known: int = 0) -> int:
+    """The seeds to start a setting with: ``seeds_min``, or as many as the study's own trials of the setting
+    reached already (``known``; a later joint trial of it, a retry), up to ``seeds_max``. Not what the
+    surrogate cache holds: a cache warmed by another study (or an earlier run) changed which seeds a trial
+    recorded, so the same file and seed gave other results (those seeds still cost nothing when asked for)."""
     if not spec.adaptive:
         return spec.seeds
-    from models.surrogate.evaluation import cached_seeds
-
-    seeds = range(spec.first_seed, spec.first_seed + spec.seeds_max)
-    return max(spec.seeds, cached_seeds(training, seeds, registry.controls_for(metrics)))
+    return max(spec.seeds, min(int(known), spec.seeds_max))
 
 
 def race(spec, evaluate_at: Callable[[int], tuple[T, list[Point]]], points: Callable[[], list[Point]],

@@ -652,7 +652,7 @@ def evaluate_trial(trial: optuna.Trial, spec: StudySpec) -> list[float]:
 
     try:
         rec, _ = race(spec, at, lambda: load_points(trial.study, spec),
-                      start_seeds(spec, cfg.training, spec.needed_metrics))
+                      start_seeds(spec, seeds_reached(trial.study, params) if spec.adaptive else 0))
     except TrialFailed as e:
         trial.set_user_attr("fail_reason", str(e))
         raise
@@ -671,6 +671,15 @@ CONSTRAINTS_ATTR = "constraints"
 
 #: what a trial records per model besides the registry's metrics
 MODEL_FIELDS = ("model", "step_ms_scheme_bp", "step_ms_gp")
+
+
+def seeds_reached(study: optuna.Study, params: dict) -> int:
+    """The most surrogate seeds a complete trial of ``study`` with the training knobs of ``params`` recorded
+    (0: none): a later joint trial of the same setting starts there (its accuracy the same figure)."""
+    knobs = {n: v for n, v in params.items() if n.startswith("training.")}
+    return max((int(t.user_attrs.get("metrics", {}).get("seeds", 0))
+                for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if all(t.params.get(n) == v for n, v in knobs.items())), default=0)
 
 
 def trial_record(spec: StudySpec, cfg, out: dict) -> dict:

@@ -18,6 +18,7 @@ study's trial on such a setting fails with the reason (:class:`SurrogateDiverged
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -74,16 +75,45 @@ _RUN_KEYS = ("accuracy", "diverged", "steps", "warmup_steps", "gp_fraction", "ph
 _NUMERIC = ("accuracy", "steps", "warmup_steps", "gp_fraction", "wall_s")
 
 
-def _valid(entry: Any) -> bool:
+#: the key of a stored run's checksum (of the rest of the entry): a run edited or damaged after it was stored,
+#: still valid JSON, is retrained instead of read (runs stored before it was written have none and are checked
+#: by their shape and ranges alone)
+CHECK_KEY = "check"
+
+
+def _checksum(entry: dict) -> str:
+    body = {k: v for k, v in entry.items() if k != CHECK_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _valid(entry: Any, kind: str | None = None, seed: int | None = None) -> bool:
+    """Whether a stored run can be used: a run's keys, finite numbers in their ranges (accuracy 0-100, GP
+    fraction 0-1, warm-up within the steps, BP/GP phases covering the steps), its own seed and scheme those it
+    was stored under, and its checksum (when it has one) its content's."""
     if not isinstance(entry, dict) or any(k not in entry for k in _RUN_KEYS) or not isinstance(entry["diverged"], bool):
         return False
-    return all(isinstance(entry[k], (int, float)) and not isinstance(entry[k], bool)
-               and math.isfinite(entry[k]) for k in _NUMERIC) and isinstance(entry["phases"], list)
+    if not (all(isinstance(entry[k], (int, float)) and not isinstance(entry[k], bool)
+                and math.isfinite(entry[k]) for k in _NUMERIC) and isinstance(entry["phases"], list)):
+        return False
+    if not (0 <= entry["accuracy"] <= 100 and 0 <= entry["gp_fraction"] <= 1 and entry["wall_s"] >= 0
+            and entry["steps"] >= 0 and 0 <= entry["warmup_steps"] <= entry["steps"]):
+        return False
+    try:
+        if sum(int(n) for k, n in entry["phases"]) != entry["steps"] or any(
+                k not in ("bp", "gp") or int(n) < 1 for k, n in entry["phases"]):
+            return False
+    except (TypeError, ValueError):
+        return False
+    if (seed is not None and entry.get("seed", seed) != seed) or \
+            (kind is not None and entry.get("scheme", kind) != kind):
+        return False
+    return CHECK_KEY not in entry or entry[CHECK_KEY] == _checksum(entry)
 
 
-def _load(path: Path) -> Optional[dict[str, Any]]:
-    """A cached run, or None: absent, unreadable, or damaged (not JSON, or not a run's shape: discarded, so
-    that the run is recomputed; only the file found damaged, not one another process stored since)."""
+def _load(path: Path, kind: str | None = None, seed: int | None = None) -> Optional[dict[str, Any]]:
+    """A cached run, or None: absent, unreadable, or damaged (not JSON, not a run's shape, a figure out of its
+    range, another seed's or scheme's, or not its checksum: discarded, so that the run is recomputed; only the
+    file found damaged, not one another process stored since)."""
     try:
         fh = path.open()
     except OSError:
@@ -94,7 +124,8 @@ def _load(path: Path) -> Optional[dict[str, Any]]:
             entry = json.load(fh)
         except (OSError, ValueError):
             entry = None
-    if entry is not None and _valid(entry):
+    if entry is not None and _valid(entry, kind, seed):
+        entry.pop(CHECK_KEY, None)  # the run as trained
         return entry
     try:
         if os.stat(path).st_ino == inode:
@@ -109,10 +140,12 @@ def _store(path: Path, data: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("w") as fh:
-            json.dump(data, fh)
+            json.dump({**data, CHECK_KEY: _checksum(data)}, fh)
         os.replace(tmp, path)
     except OSError as e:
-        raise cache_error(cache_dir(), e) from e
+        with contextlib.suppress(OSError):  # a full disk: the part written is not left behind
+            tmp.unlink()
+        raise cache_error(path, e) from e
 
 
 class SurrogateDiverged(RuntimeError):
@@ -346,11 +379,11 @@ def cached_run(cfg: SurrogateConfig, kind: str, seed: int, cache: bool, replay_f
     path = _path(kind, _key(kind, knobs, seed))
     if not cache:
         return _train(cfg, kind, seed, replay_from), False
-    hit = _load(path)
+    hit = _load(path, kind, seed)
     if hit is not None:
         return hit, True
     with _training_lock(path):
-        hit = _load(path)  # trained by another process while this one waited
+        hit = _load(path, kind, seed)  # trained by another process while this one waited
         if hit is not None:
             return hit, True
         out = _train(cfg, kind, seed, replay_from)
@@ -462,7 +495,7 @@ def _run_parallel(cfg, cache, jobs, first, then, gen, controls, got, record) -> 
     def lookup(s, k):
         if not cache:
             return None
-        return _load(_path(k, _key(k, _knobs(cfg, k, got[(s, gen)] if k in controls else None), s)))
+        return _load(_path(k, _key(k, _knobs(cfg, k, got[(s, gen)] if k in controls else None), s)), k, s)
 
     todo = []
     for s, k in first:

@@ -5,6 +5,8 @@ scikit-learn's bundled digits, each built once and cached as ``.npz`` under the 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +34,13 @@ class CacheError(RuntimeError):
 
 
 def cache_error(path: Path, e: OSError) -> CacheError:
+    """The cache's error for ``e`` while writing ``path``: it names the path at fault (a file where a folder
+    should be, or the other way round: remove it) and the cache folder."""
     why = e.strerror or type(e).__name__
-    return CacheError(f"surrogate cache {path}: cannot be written ({why}); set DSE_CACHE_DIR to a writable "
-                      "folder")
+    at = Path(e.filename) if getattr(e, "filename", None) else path
+    fix = "remove it, or set DSE_CACHE_DIR to another folder" if isinstance(
+        e, (FileExistsError, NotADirectoryError, IsADirectoryError)) else "set DSE_CACHE_DIR to a writable folder"
+    return CacheError(f"surrogate cache {cache_dir()}: {at} cannot be written ({why}); {fix}")
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,17 @@ def _load_packaged(name: str) -> "Task":
                 y_test=arrays["y_test"].astype(np.int64))
 
 
+def _digest(arrays: dict) -> str:
+    """A checksum of a generated task's arrays (shapes, types and values), stored with them in the cache: a
+    file damaged or edited since is generated again, not read (shuffled labels gave a wrong accuracy)."""
+    h = hashlib.sha256()
+    for k in ("x", "y", "x_test", "y_test"):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k}{a.shape}{a.dtype.str}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
 def load_task(name: str) -> Task:
     """The task's arrays: a shipped image task read from the package, the others generated on first use and
     cached in ``cache_dir()/data``."""
@@ -134,20 +151,24 @@ def load_task(name: str) -> Task:
         return _MEMO[key]
     arrays = None
     if path.exists():
-        try:
-            with np.load(path) as f:
+        try:  # (the file opened here: numpy leaves its own open when the zip cannot be read)
+            with path.open("rb") as fh, np.load(fh) as f:
                 arrays = {k: f[k] for k in ("x", "y", "x_test", "y_test")}
-        except (OSError, KeyError, ValueError):
-            arrays = None  # a damaged cache file is rebuilt
+                if str(f["digest"]) != _digest(arrays):  # (a file written before digests: rebuilt once)
+                    arrays = None
+        except Exception:  # any damage (a cut zip, a bad CRC, a missing array): generated again
+            arrays = None
     if arrays is None:
         arrays = make()
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, **arrays)
+            np.savez(tmp, **arrays, digest=np.array(_digest(arrays)))
             os.replace(tmp, path)
         except OSError as e:
-            raise cache_error(path.parent, e) from e
+            with contextlib.suppress(OSError):  # a full disk: the part written is not left behind
+                tmp.unlink()
+            raise cache_error(path, e) from e
     task = Task(
         name=name,
         x=np.asarray(arrays["x"], dtype=np.float32)[:, :, None],

@@ -551,6 +551,71 @@ def test_ill_shaped_cache_entries_are_discarded_and_recomputed(tmp_path, monkeyp
     assert all(json.loads(p.read_text()).get("accuracy") is not None for p in files)  # rewritten whole
 
 
+def test_edited_or_damaged_cache_files_are_recomputed_never_read(tmp_path, monkeypatch):
+    """Found by probing: a stored run edited but still valid JSON was read as it was (an accuracy moved by 5
+    points, a GP fraction of 0.95, another seed's run), and a damaged data-set file (a cut zip, a bad CRC)
+    failed every trial with an internal error, for good. Each is recomputed now: a run by its checksum,
+    ranges and its own seed, a data set by its digest."""
+    from dataclasses import replace as dc_replace
+
+    from models.surrogate import SurrogateConfig, evaluate, tasks
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DSE_CACHE_DIR", str(cache))
+    cfg = dc_replace(SurrogateConfig(), task="digits", network="mlp", epochs=1)
+    first = evaluate(cfg, seeds=(0,))
+    runs = sorted((cache / "surrogate").rglob("*.json"))
+    assert runs and all("check" in json.loads(p.read_text()) for p in runs)
+    edits = [lambda e: {**e, "accuracy": e["accuracy"] + 5},  # valid JSON, a figure moved: the checksum
+             lambda e: {k: v for k, v in e.items() if k != "check"} | {"accuracy": 150.0},  # out of range
+             lambda e: {k: v for k, v in e.items() if k != "check"} | {"seed": 5},  # another seed's run
+             lambda e: {k: v for k, v in e.items() if k != "check"} | {"phases": [["bp", 3]]}]  # not its steps
+    for change in edits:
+        for p in runs:
+            p.write_text(json.dumps(change(json.loads(p.read_text()))))
+        again = evaluate(cfg, seeds=(0,))
+        assert not again.cached and again.accuracy == first.accuracy and again.gp_fraction == first.gp_fraction
+    data = next((cache / "data").glob("*.npz"))
+    good = data.read_bytes()
+    for damage in (good[:-1], good[:200], good[:100] + bytes([good[100] ^ 1]) + good[101:], b""):
+        data.write_bytes(damage)
+        tasks._MEMO.clear()
+        again = evaluate(dc_replace(cfg, epochs=2), seeds=(0,), cache=False)
+        assert again.accuracy == evaluate(dc_replace(cfg, epochs=2), seeds=(0,)).accuracy
+    tasks._MEMO.clear()
+    assert data.read_bytes() == good  # generated again, the same
+    assert not list(cache.rglob("*.tmp*"))
+
+
+def test_a_cache_path_in_the_way_is_named_with_what_to_do(tmp_path, monkeypatch):
+    """Found by probing: a file where a cache folder should be was reported as the cache root "cannot be
+    written", though the root was writable; a write that failed left its temporary file behind."""
+    from dataclasses import replace as dc_replace
+
+    from models.surrogate import CacheError, SurrogateConfig, evaluate
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DSE_CACHE_DIR", str(cache))
+    cfg = dc_replace(SurrogateConfig(), task="digits", network="mlp", epochs=1)
+    evaluate(cfg, seeds=(0,))
+    kinds = sorted(p for p in (cache / "surrogate").glob("v*/*") if p.is_dir())
+    shutil.rmtree(kinds[0])
+    kinds[0].write_text("in the way")
+    with pytest.raises(CacheError) as e:
+        evaluate(dc_replace(cfg, epochs=2), seeds=(0,))
+    assert f"{kinds[0]} cannot be written" in str(e.value) and "remove it" in str(e.value)
+    kinds[0].unlink()
+    import models.surrogate.evaluation as ev
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ev.json, "dump", full)
+    with pytest.raises(CacheError, match="No space left on device"):
+        evaluate(dc_replace(cfg, epochs=3), seeds=(0,))
+    assert not list(cache.rglob("*.tmp"))
+
+
 def test_a_study_whose_trials_all_fail_exits_2_and_says_why(tmp_path):
     # every value is possible alone, no combination is: a 16-row array's tile edge does not fit 32 B
     text = edit('[hardware]\ndataflow = "ws"', '[hardware]\ndataflow = "ws"\nrows = 8\ncols = 8')
@@ -785,3 +850,30 @@ def test_optunas_heartbeat_thread_losing_the_server_prints_no_traceback_of_its_o
             app.main(argv)
         assert seen == shown
         assert threading.excepthook is before  # restored when the command ends (in-process callers)
+
+
+def test_an_eof_error_is_an_internal_error_not_an_interruption(monkeypatch, capsys):
+    """Found by probing: click turns an EOFError (a cut file read somewhere) into its Abort, which dse printed as
+    "dse: interrupted", exit 130, with no traceback even under --debug. Ctrl-C is still an interruption."""
+    from dse.cli import main
+    from models import zoo
+
+    def cut(*a, **k):
+        raise EOFError("No data left in file")
+
+    monkeypatch.setattr(zoo, "names", cut)
+    with pytest.raises(SystemExit) as e:
+        main(["models"])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "internal error: EOFError: No data left in file" in err and "interrupted" not in err
+    with pytest.raises(SystemExit) as e:
+        main(["--debug", "models"])
+    assert e.value.code == 1 and "Traceback" in capsys.readouterr().err
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(zoo, "names", ctrl_c)
+    with pytest.raises(SystemExit) as e:
+        main(["models"])
+    assert e.value.code == 130 and "internal error" not in capsys.readouterr().err

@@ -360,9 +360,9 @@ def test_each_run_records_the_blas_kernel_it_was_trained_with(tmp_path, monkeypa
     assert d["blas"] == kernel
     files = glob.glob(str(tmp_path / "surrogate" / "**" / "*.json"), recursive=True)
     assert files and all(json.loads(Path(f).read_text())["blas"] == kernel for f in files)
-    for f in files:  # as cached by the code before
+    for f in files:  # as cached by the code before (no kernel, no checksum)
         e = json.loads(Path(f).read_text())
-        del e["blas"]
+        del e["blas"], e["check"]
         Path(f).write_text(json.dumps(e))
     old = evaluate(cfg, seeds=(0,), controls=())
     assert old.cached and old.to_dict()["blas"] == "not recorded"
@@ -397,7 +397,7 @@ def test_evaluate_result_keys_units_and_cache(tmp_path, monkeypatch):
     assert len(list((tmp_path / "surrogate").rglob("adagp/*.json"))) == 4
 
 
-_RUN = {"accuracy": 50.0, "diverged": False, "steps": 10, "warmup_steps": 1, "gp_fraction": 0.0, "phases": [],
+_RUN = {"accuracy": 50.0, "diverged": False, "steps": 10, "warmup_steps": 1, "gp_fraction": 0.0, "phases": [["bp", 10]],
         "cos": None, "relerr": None, "epochs": 2, "network_params": 100, "predictor_params": 0, "wall_s": 0.1}
 
 

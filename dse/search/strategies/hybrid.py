@@ -664,7 +664,7 @@ class Hybrid(Strategy):
                 else:
                     (sur, gpf, keep, metrics, idx, best), n = race(
                         spec, at, lambda: load_points(runner.study, spec),
-                        start_seeds(spec, base.training, spec.needed_metrics))
+                        start_seeds(spec, held_runs(same, tparams)))  # (a retry: the seeds it reached)
         except (ValueError, TypeError, FloatingPointError, SurrogateDiverged) as e:
             ot.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")
             if isinstance(e, SurrogateDiverged):
