@@ -196,16 +196,21 @@ def sweep_figure(rows: list[dict], knobs: list[str], metrics: list[str], labels:
 
 
 # -- figures of one study (called by dse.figures.plots.make_plots) ----------------------------------------------
+def reference_configuration(spec):
+    """The study's reference job: plain BP on one reference accelerator (what every speed-up and energy saving
+    is against, a study over several accelerators too: ``[parallel]`` dropped)."""
+    from dataclasses import replace
+
+    return replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(scheme="bp"),
+                   parallel=None)
+
+
 def reference_metrics(spec) -> dict[str, float]:
     """The reference accelerator running plain BP, in the study's metrics (what every speed-up is against):
     speed-ups 1, no accuracy drop, GP fraction 0, its energy, area and power."""
-    from dataclasses import replace
-
     from dse.evaluation.evaluator import evaluate_hardware
 
-    cfg = replace(spec.base, hardware=spec.base.reference,
-                  training=spec.base.training.replace(scheme="bp"))
-    s = evaluate_hardware(cfg, 0.0)["summary"]
+    s = evaluate_hardware(reference_configuration(spec), 0.0)["summary"]
     return {"speedup": 1.0, "speedup_same_hw": 1.0, "accuracy_drop": 0.0, "gp_fraction": 0.0,
             "energy_saving": 0.0, "energy_j": s["energy_j"], "area_mm2": s["area_mm2"], "power_w": s["power_w"]}
 
@@ -243,11 +248,12 @@ def standard_errors(pts, metric: str) -> np.ndarray | None:
 RASTER_ABOVE = 2000
 
 
-def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
+def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2", complete: int | None = None):
     """Per pair of objectives: every complete trial (grey; infeasible as x), the 2-D non-dominated set of
     the feasible ones as a staircase, the trials on the full front ringed (with error bars on an accuracy
     axis whose points carry a standard error), the reference accelerator (plain BP) as a star, and constraint
-    limits as dashed lines with the infeasible side shaded."""
+    limits as dashed lines with the infeasible side shaded. ``complete``: the study's complete trials, when
+    some of them are not among ``pts`` (no value of an objective the study has now)."""
     import matplotlib.pyplot as plt
 
     from dse.results.views import unit_of
@@ -308,8 +314,9 @@ def objective_pairs(spec, pts, on_front: set, label, colour: str = "#0173b2"):
                 names.append(n)
     fig.legend([handles[n] for n in names], names, loc="lower center", ncol=min(len(names), 4), fontsize=8,
                frameon=False, bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle(f"{spec.name}: {len(pts)} complete trials, {int(fr.sum())} on the {len(m)}-objective front",
-                 fontsize=11)
+    shown = (f"{len(pts)} complete trials" if complete is None or complete == len(pts) else
+             f"{len(pts)} of {complete} complete trials (the others recorded no value of an objective it has now)")
+    fig.suptitle(f"{spec.name}: {shown}, {int(fr.sum())} on the {len(m)}-objective front", fontsize=11)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
@@ -397,15 +404,13 @@ def parallel_front(spec, front_pts, label, colour_by: int = 0):
 def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
     """Stacked bars of a training job's energy by component for chosen configurations (and the reference
     accelerator running plain BP), summed over the workload's models."""
-    from dataclasses import replace
 
     import matplotlib.pyplot as plt
 
     from dse.config.configuration import Configuration
     from dse.evaluation.evaluator import energy_components, evaluate_hardware
 
-    cfg0 = replace(spec.base, hardware=spec.base.reference, training=spec.base.training.replace(scheme="bp"))
-    runs = [("reference, plain BP", evaluate_hardware(cfg0, 0.0)["models"])]
+    runs = [("reference, plain BP", evaluate_hardware(reference_configuration(spec), 0.0)["models"])]
     runs += [(name, evaluate_hardware(Configuration.from_dict(config), gpf)["models"])
              for name, (config, gpf) in chosen]
     # one accelerator's components (mac ... leakage), or a job over several accelerators' (dynamic, link ...)

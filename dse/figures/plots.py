@@ -59,10 +59,15 @@ def study_figures(study: optuna.Study, spec: StudySpec, warn=None):
     pts = points_of(trials, spec)
     f = front(pts, spec.directions)
     on_front = {p.number for p in f}
+    complete = sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    if complete > len(pts) and warn is not None:  # (an objective changed with --accept-changes)
+        warn(f"figures: {complete - len(pts)} of the {complete} complete trials recorded no value of an objective "
+             f"the study has now ({', '.join(spec.metrics)}; changed with --accept-changes): the figures show the "
+             f"{len(pts)} that did")
     if pts:
         from dse.figures import charts as figures
 
-        yield "objectives", figures.objective_pairs(spec, pts, on_front, _label)
+        yield "objectives", figures.objective_pairs(spec, pts, on_front, _label, complete=complete)
         if len(f) >= 2:
             yield "front-parallel", figures.parallel_front(spec, f, _label)
         if f:
@@ -117,13 +122,13 @@ def _chosen_points(spec: StudySpec, f) -> list:
         sign = -1 if d == "maximize" else 1
         p = min(f, key=lambda p: (sign * p.values[i], p.number))
         picks.append((f"best {m}", p))
-    out, seen = [], set()
+    names: dict[int, list[str]] = {}  # a trial chosen twice (the knee and a best, two bests): one bar, both names
+    by_number = {}
     for name, p in picks:
-        if p.number in seen:
-            continue
-        seen.add(p.number)
-        out.append((f"trial {p.number}\n({name})", (p.config, float(p.metrics.get("gp_fraction", 0.0)))))
-    return out
+        names.setdefault(p.number, []).append(name)
+        by_number[p.number] = p
+    return [(f"trial {n}\n" + "\n".join(f"({x})" for x in names[n]),
+             (by_number[n].config, float(by_number[n].metrics.get("gp_fraction", 0.0)))) for n in names]
 
 
 #: fewer distinct training settings per searched training knob than this: their shares are not separable

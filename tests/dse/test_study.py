@@ -312,6 +312,20 @@ def test_trials_that_did_not_record_a_new_objective_or_constraint_are_named_not_
     assert _cli("show", str(study_file), "0") == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("area_mm2 "))
     assert "constraint <= 1: violated" in line, line
+    # the figures say so too (found by probing: they drew the trials that did and titled them "complete trials")
+    import matplotlib.pyplot as plt
+
+    from dse.figures.plots import study_figures
+
+    run(spec, trials=6)
+    said: list[str] = []
+    figs = dict(study_figures(open_study(spec, create=False), spec, said.append))
+    try:
+        assert any(m.startswith("figures: 4 of the 6 complete trials recorded no value of an objective") for m in said)
+        assert figs["objectives"]._suptitle.get_text().startswith("tiny: 2 of 6 complete trials")
+    finally:
+        for f in figs.values():
+            plt.close(f)
 
 
 def test_show_names_both_bounds_of_a_two_sided_constraint(study_file, capsys):
