@@ -187,7 +187,8 @@ def sweep_figure(rows: list[dict], knobs: list[str], metrics: list[str], labels:
                    bbox_to_anchor=(0.5, 1.02))
     if constant:
         fig.text(0.5, -0.01, "the same at every point: " + ", ".join(
-            f"{m} = {rows[0][m]:.4g}" if isinstance(rows[0].get(m), float) else m for m in constant),
+            f"{m} = {rows[0][m]:.4g}" if isinstance(rows[0].get(m), (int, float)) and not isinstance(
+                rows[0].get(m), bool) else m for m in constant),  # (an integer too: seeds = 3)
             ha="center", va="top", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=130, bbox_inches="tight")
