@@ -411,7 +411,11 @@ def energy_breakdown(spec, chosen: list[tuple[str, dict]]):
     from dse.config.configuration import Configuration
     from dse.evaluation.evaluator import energy_components, evaluate_hardware
 
-    runs = [("reference, plain BP", evaluate_hardware(reference_configuration(spec), 0.0)["models"])]
+    ref_rows = evaluate_hardware(reference_configuration(spec), 0.0)["models"]
+    if spec.base.parallel is not None:  # the other bars are jobs over several accelerators: dynamic, leakage, link
+        ref_rows = [{"energy_j_dynamic": sum(r[f"energy_j_{k}"] for k in energy_components([r]) if k != "leakage"),
+                     "energy_j_leakage": r.get("energy_j_leakage", 0.0)} for r in ref_rows]
+    runs = [("reference, plain BP", ref_rows)]
     runs += [(name, evaluate_hardware(Configuration.from_dict(config), gpf)["models"])
              for name, (config, gpf) in chosen]
     # one accelerator's components (mac ... leakage), or a job over several accelerators' (dynamic, link ...)

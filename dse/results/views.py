@@ -164,7 +164,7 @@ def frozen_trial_detail(t, spec, *, model: str | None = None, layers: bool = Fal
         out["reason"] = t.user_attrs.get("fail_reason", UNFINISHED.get(state, "no reason recorded"))
         return out
     # (the files the study file names now: a study moved with its files reads them where they are)
-    cfg = Configuration.from_dict(with_current_files(t.user_attrs["config"], spec.base),
+    cfg = Configuration.from_dict(with_current_files(t.user_attrs["config"], spec),
                                   where=f"trial {number} config")
     metrics = dict(t.user_attrs.get("metrics", {}))
     out["metrics"] = metrics

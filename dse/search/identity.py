@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 __all__ = ["identity_change", "model_change", "checked_trial", "trial_model_change", "ABSENT", "MODEL_FROM_ATTR"]
@@ -80,7 +79,7 @@ def checked_trial(study, start: int = 0):
 _MODEL_CHECKED: dict[tuple, str | None] = {}
 
 
-def model_change(study, start: int = 0, *, url: str | None = None, base=None) -> str | None:
+def model_change(study, start: int = 0, *, url: str | None = None, spec=None) -> str | None:
     """Whether the models that computed the study's stored figures are this dse's: its first complete trial
     from number ``start`` on (:func:`checked_trial`), re-costed with this dse's accelerator model at the GP
     fraction it recorded, must give the hardware figures it stored (``dse export`` and ``dse show`` recompute
@@ -88,23 +87,23 @@ def model_change(study, start: int = 0, *, url: str | None = None, base=None) ->
     ``surrogate.cache_version``) must be this one's. A description of the first difference ("trial 48's
     speedup: 2.944 stored, 2.168 by this dse's model"), or None. Costs one configuration (0.06-0.08 s for the
     quick start's ResNet-18, about 0.5 s for the zoo's 16 models). With the study's storage ``url``, the
-    answer is remembered for the process (:data:`_MODEL_CHECKED`). ``base``: the study file's base
-    configuration, whose files the trial is costed with (:func:`with_current_files`)."""
+    answer is remembered for the process (:data:`_MODEL_CHECKED`). ``spec``: the study file, whose files the
+    trial is costed with (:func:`with_current_files`)."""
     t = checked_trial(study, start)
     if t is None or url is None:
-        return None if t is None else trial_model_change(t, base)
+        return None if t is None else trial_model_change(t, spec)
     key = (url, t._trial_id, t.datetime_start, json.dumps([t.user_attrs["metrics"], t.user_attrs["config"],
                                                             t.user_attrs.get("surrogate")], sort_keys=True))
     if key not in _MODEL_CHECKED:
-        change = trial_model_change(t, base)
+        change = trial_model_change(t, spec)
         if change is not None and "cannot be costed" in change:
             return change  # (a file it names may be restored: looked at again next time)
         _MODEL_CHECKED[key] = change
     return _MODEL_CHECKED[key]
 
 
-def trial_model_change(t, base=None) -> str | None:
-    """:func:`model_change` for the stored trial ``t`` (with the files ``base`` names, if given)."""
+def trial_model_change(t, spec=None) -> str | None:
+    """:func:`model_change` for the stored trial ``t`` (with the files the study file ``spec`` names)."""
     import math
 
     from dse.config.configuration import Configuration
@@ -118,7 +117,7 @@ def trial_model_change(t, base=None) -> str | None:
                f"{CACHE_VERSION}"
     try:
         stored_cfg = t.user_attrs["config"]
-        cfg = Configuration.from_dict(stored_cfg if base is None else with_current_files(stored_cfg, base),
+        cfg = Configuration.from_dict(stored_cfg if spec is None else with_current_files(stored_cfg, spec),
                                       where=f"trial {t.number} config")
         now = evaluate_hardware(cfg, float(stored.get("gp_fraction", 0.0)))["metrics"]
     except Exception as e:  # a configuration this dse cannot read or cost: made by another one, or a file it
@@ -134,15 +133,15 @@ def trial_model_change(t, base=None) -> str | None:
     return None
 
 
-def relative_paths(identity: dict, folder: Path, written: set[str]) -> dict:
+def relative_paths(identity: dict, written: dict[str, str]) -> dict:
     """``identity`` with the files it names (technology table, workload files, and the keys of their contents)
-    relative to ``folder``, the study file's, where the study file names them relatively (``written``: their
-    resolved absolute paths): a study moved or copied with the files it names keeps its identity (they were
-    absolute: a copied folder's study was refused as made from another file). A path the file writes as an
-    absolute one stays absolute (a shared table: a study file copied elsewhere still names it). Other paths
-    are left as they are, so a stored identity of either form compares with a new one."""
+    as the study file writes them where it writes them relatively (``written``: absolute path -> the path as
+    written, :meth:`StudySpec.relative_files`): a study moved or copied with the files it names keeps its
+    identity (they were absolute: a copied folder's study was refused as made from another file), a symlinked
+    table included. A path written as an absolute one stays absolute (a shared table: a study file copied
+    elsewhere still names it). A stored identity of either form compares with a new one."""
     def rel(v):
-        return os.path.relpath(v, folder) if isinstance(v, str) and v in written else v
+        return written.get(v, v) if isinstance(v, str) else v
 
     out = dict(identity)
     base = out.get("base")
@@ -162,25 +161,33 @@ def relative_paths(identity: dict, folder: Path, written: set[str]) -> dict:
     return out
 
 
-def with_current_files(config: dict, base) -> dict:
-    """A trial's stored configuration with each file it names that no longer exists replaced by the one the
-    study's file names now in its place (``base``, the spec's base configuration): a trial stores absolute
-    paths, which a study moved with its files no longer has (the study's identity checks the files the study
-    file names hold what its trials were costed with). A file that still exists stays the trial's own (after
-    an accepted change to another table, the earlier trials keep theirs); a configuration naming another
-    number of workload models is returned as it is."""
+def with_current_files(config: dict, spec) -> dict:
+    """A trial's stored configuration naming the files the study's file names now (``spec``: its base
+    configuration, and its relatively written files, :meth:`StudySpec.relative_files`) where the
+    stored file is the same file named the same way relative to the study file: a trial stores absolute
+    paths, which a study moved or copied with its files does not have (a copy read the original's files).
+    The study's identity checks those hold what its trials were costed with. A stored file named otherwise
+    stays the trial's own (after an accepted change to another table, the earlier trials keep theirs); a
+    configuration naming another number of workload models is returned as it is."""
     from models import importers
 
-    def gone(path) -> bool:
-        return isinstance(path, str) and not Path(path).exists()
-
+    base = spec.base
     tech, models = config.get("technology"), (config.get("workload") or {}).get("models")
+    if tech == base.technology and models == list(base.workload.models):
+        return config  # (every trial of a study where it was made)
+    written = spec.relative_files()
+
+    def same(stored, now) -> bool:  # the stored path ends as the study file writes the current one
+        tail = [p for p in Path(written.get(now, "")).parts if p not in ("..", ".")]
+        return bool(tail) and isinstance(stored, str) and list(Path(stored).parts[-len(tail):]) == tail
+
     now = list(base.workload.models)
     swap = {}
     if isinstance(models, list) and len(models) == len(now):
         swap = {m: n for m, n in zip(models, now)
-                if m != n and gone(m) and importers.is_file_model(m) and importers.is_file_model(n)}
-    new_tech = base.technology if tech and base.technology and tech != base.technology and gone(tech) else None
+                if m != n and same(m, n) and importers.is_file_model(m) and importers.is_file_model(n)}
+    new_tech = base.technology if tech and base.technology and tech != base.technology and \
+        same(tech, base.technology) else None
     if not swap and new_tech is None:
         return config
     out = dict(config)

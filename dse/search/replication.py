@@ -10,9 +10,11 @@ each dominated by a point that stays, so every point of the final front rests on
 
 A trial's accuracy is the mean over the seeds its setting has then, and the trial records how many
 (``seeds`` and ``<metric>_se`` among its metrics, the per-seed values as its ``per_seed`` attribute). The
-seeds are ``first_seed``, ``first_seed + 1``, ...; every run goes to the surrogate cache, so a later study (or
-a later trial of the same setting) starts from the seeds already there. The worker that claims a setting
-trains its extra seeds; an interrupted setting keeps the seeds it finished (in the cache) and is retried.
+seeds are ``first_seed``, ``first_seed + 1``, ...; every run goes to the surrogate cache, so seeds trained
+before (by another study, an earlier run) cost nothing when asked for, but a setting starts from the seeds the
+study's own trials of it reached (a later joint trial of the same setting; the hybrid's retry of a setting
+cut short), never from what the cache holds: a warm cache changes no result. The worker that claims a
+setting trains its extra seeds; an interrupted setting is retried, its finished seeds read from the cache.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ T = TypeVar("T")
 
 def start_seeds(spec, known: int = 0) -> int:
     """The seeds to start a setting with: ``seeds_min``, or as many as the study's own trials of the setting
-    reached already (``known``; a later joint trial of it, a retry), up to ``seeds_max``. Not what the
+    reached already (``known``: a later joint trial of it; the hybrid's retry of a setting cut short; a joint
+    trial that failed records none, so its retry starts at ``seeds_min`` and reads its seeds from the cache),
+    up to ``seeds_max``. Not what the
     surrogate cache holds: a cache warmed by another study (or an earlier run) changed which seeds a trial
     recorded, so the same file and seed gave other results (those seeds still cost nothing when asked for)."""
     if not spec.adaptive:

@@ -316,14 +316,14 @@ def check_model(study: optuna.Study, spec: StudySpec, url: str, *, create: bool,
     is refused (its new trials would not compare with the stored ones), unless ``accept_changes``, which
     records from which trial on this dse's models hold; a read command warns (:class:`StudyWarning`)."""
     if not create:
-        change = model_change(study, 0, url=url, base=spec.base)
+        change = model_change(study, 0, url=url, spec=spec)
         if change:
             warnings.warn(StudyWarning(
                 f"study {spec.name!r} holds figures this dse does not reproduce ({change}): another version of "
                 "dse's models, or of a file the study names, computed them; dse show and dse export recompute a "
                 "trial's figures with this one"), stacklevel=2)
         return
-    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)), url=url, base=spec.base)
+    change = model_change(study, int(study.user_attrs.get(MODEL_FROM_ATTR, 0)), url=url, spec=spec)
     if change is None:
         return
     if not accept_changes:
@@ -347,7 +347,7 @@ def check_identity(study: optuna.Study, spec: StudySpec, url: str, *, create: bo
     now = spec.identity()
     old = attrs.get(IDENTITY_ATTR)
     if old is not None and spec.path is not None:  # files it names as absolute paths (before they were relative)
-        old = relative_paths(old, Path(spec.path).resolve().parent, spec.relative_files())
+        old = relative_paths(old, spec.relative_files())
     legacy = False
     if old is not None and "file contents" in now and "file contents" not in old:
         # made before studies recorded the content of the files they name: taken as they are now, and recorded
@@ -732,7 +732,7 @@ def point_of(t: optuna.trial.FrozenTrial, spec: StudySpec) -> Point | None:
         feasible = all(v <= 0 for v in t.constraints.values())
     return Point(number=t.number, values=values, metrics=metrics,
                  params=dict(t.params), feasible=feasible,
-                 config=dict(with_current_files(t.user_attrs.get("config", {}), spec.base)),
+                 config=dict(with_current_files(t.user_attrs.get("config", {}), spec)),
                  per_seed=t.user_attrs.get("per_seed"))
 
 

@@ -45,6 +45,7 @@ speedup = 1.0
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -181,17 +182,16 @@ class StudySpec:
         files = self.base.file_digests()
         if files:  # the tables and topologies it names, by content (only when it names some: as above)
             out["file contents"] = files
-        return relative_paths(out, self.path.resolve().parent, self.relative_files()) if self.path is not None \
-            else out
+        return relative_paths(out, self.relative_files())
 
-    def relative_files(self) -> set[str]:
-        """The files (technology table, workload files) the study file names by relative paths, each as the
-        absolute path it resolves to (as :class:`Configuration` resolves it)."""
+    def relative_files(self) -> dict[str, str]:
+        """The files (technology table, workload files) the study file names by relative paths: the absolute
+        path each resolves to (as :class:`Configuration` resolves it, symlinks too) -> the path as written
+        (normalized). A path written as an absolute one is not among them."""
         if self.path is None:
-            return set()
-        folder = self.path.resolve().parent
+            return {}
         named = [self.raw.get("technology")] + list((self.raw.get("workload") or {}).get("models") or [])
-        return {str((folder / v).resolve()) for v in named if isinstance(v, str) and not Path(v).is_absolute()}
+        return dict(_relative_files(str(self.path), tuple(v for v in named if isinstance(v, str))))
 
     @property
     def adaptive(self) -> bool:
@@ -352,6 +352,14 @@ def _passes(check, name: str, v: dict) -> bool:
     except (ValueError, TypeError, UsageError):
         return False
     return True
+
+
+def _relative_files(path: str, named: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """:meth:`StudySpec.relative_files` of a study file at ``path`` naming ``named`` (not remembered: a file
+    replaced by a symlink, or the other way round, within a process resolves anew)."""
+    folder = Path(path).resolve().parent
+    return tuple((str((folder / v).resolve()), os.path.normpath(v)) for v in named
+                 if not v.startswith("~") and not Path(v).is_absolute())
 
 
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:

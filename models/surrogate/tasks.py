@@ -37,7 +37,8 @@ def cache_error(path: Path, e: OSError) -> CacheError:
     """The cache's error for ``e`` while writing ``path``: it names the path at fault (a file where a folder
     should be, or the other way round: remove it) and the cache folder."""
     why = e.strerror or type(e).__name__
-    at = Path(e.filename) if getattr(e, "filename", None) else path
+    # the path at fault: a rename's destination (its source is the temporary file), else the one named
+    at = Path(getattr(e, "filename2", None) or getattr(e, "filename", None) or path)
     fix = "remove it, or set DSE_CACHE_DIR to another folder" if isinstance(
         e, (FileExistsError, NotADirectoryError, IsADirectoryError)) else "set DSE_CACHE_DIR to a writable folder"
     return CacheError(f"surrogate cache {cache_dir()}: {at} cannot be written ({why}); {fix}")

@@ -610,6 +610,13 @@ def test_a_cache_path_in_the_way_is_named_with_what_to_do(tmp_path, monkeypatch)
     def full(*a, **k):
         raise OSError(28, "No space left on device")
 
+    entry = next(p for p in (cache / "surrogate").rglob("*.json"))
+    entry.unlink()
+    entry.mkdir()  # a folder where an entry goes: named, not the temporary file written beside it
+    with pytest.raises(CacheError) as e:
+        evaluate(cfg, seeds=(0,))
+    assert f"{entry} cannot be written" in str(e.value) and ".tmp" not in str(e.value)
+    entry.rmdir()
     monkeypatch.setattr(ev.json, "dump", full)
     with pytest.raises(CacheError, match="No space left on device"):
         evaluate(dc_replace(cfg, epochs=3), seeds=(0,))

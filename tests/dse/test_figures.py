@@ -297,3 +297,22 @@ def test_a_joint_studys_importance_rests_on_a_sample_of_its_trials(ran_study, mo
     assert len(seen[-1]) == 12 and "12 complete trials" in figs["importance"].axes[0].get_title()
     for f in figs.values():
         plt.close(f)
+
+
+def test_a_trial_chosen_twice_for_the_energy_figure_keeps_both_names(ran_study):
+    """The energy figure's bars: the knee and each objective's best, a trial once; a trial best in two
+    objectives was named after the first only (found by probing: no bar said "best energy_j")."""
+    from dse.figures.plots import _chosen_points
+    from dse.search.pareto import Point
+    from dse.search.studyfile import load_study
+
+    spec = load_study(ran_study)
+    n = len(spec.metrics)
+    # trial 1 is best in every objective at once; trial 2 is the other end, so the knee is one of them
+    best = tuple(100.0 if d == "maximize" else 0.0 for d in spec.directions)
+    worst = tuple(0.0 if d == "maximize" else 100.0 for d in spec.directions)
+    pts = [Point(1, best, {}, {}, True, {}), Point(2, worst, {}, {}, True, {})]
+    labels = [name for name, _ in _chosen_points(spec, pts)]
+    one = next(lbl for lbl in labels if lbl.startswith("trial 1\n"))
+    assert all(f"(best {m})" in one for m in spec.metrics) and one.count("\n") >= n
+    assert len(labels) == len({lbl.split("\n")[0] for lbl in labels})  # each trial once

@@ -236,3 +236,13 @@ def test_the_figures_reference_is_the_one_every_metric_is_against(tmp_path):
     assert ref["energy_j"] == pytest.approx(m["energy_j"] / (1 - m["energy_saving"]), rel=1e-9)
     plain = load_study(write_study(tmp_path, FAST_STUDY.replace('name = "tiny"', 'name = "one"'), name="one.toml"))
     assert reference_metrics(plain) == ref  # one device either way
+    import matplotlib.pyplot as plt
+
+    from dse.figures.charts import energy_breakdown
+
+    fig = energy_breakdown(spec, [("a trial", (spec.base.to_dict(), 0.0))])
+    try:  # the reference's bar in the components of the others (it showed mac, rf, ..., dram beside dynamic)
+        labels = fig.axes[0].get_legend_handles_labels()[1]
+        assert set(labels) <= {"dynamic", "leakage", "link"} and "dynamic" in labels, labels
+    finally:
+        plt.close(fig)

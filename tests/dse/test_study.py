@@ -527,6 +527,43 @@ def test_after_an_accepted_change_of_table_earlier_trials_keep_theirs_and_shared
     assert code == 0 and "dse:" not in err, err
 
 
+def test_a_copied_study_reads_its_own_files_and_a_symlinked_table_moves_with_it(study_file, capsys, tmp_path):
+    """Found by review: a copy of a study folder read its trials with the original's table (edited there since:
+    the copy warned of another model and refused to run), and a table named through a symlink was recorded by
+    its target's path, so a copy at another depth was refused."""
+    import shutil
+    from importlib import resources
+
+    base = resources.files("accel").joinpath("data/tech_default.toml").read_text()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "t.toml").write_text(base)
+    (study_file.parent / "tech.toml").symlink_to(shared / "t.toml")
+    study_file.write_text('technology = "tech.toml"\n' + study_file.read_text())
+    assert _run_cli(capsys, "run", str(study_file), "--quiet", "--trials", "2")[0] == 0
+    copy = tmp_path / "a" / "copy"
+    shutil.copytree(study_file.parent, copy, symlinks=True)  # the link as it is: to the shared table
+    (study_file.parent / "tech.toml").unlink()  # the original's table, now another one
+    (study_file.parent / "tech.toml").write_text(base.replace("value = 160.0", "value = 1000.0", 1))
+    for args in (("status",), ("show", "0"), ("run", "--quiet", "--trials", "3")):
+        code, out, err = _run_cli(capsys, args[0], str(copy / study_file.name), *args[1:])
+        assert code == 0 and "dse:" not in err, (args, err)
+    code, out, err = _run_cli(capsys, "show", str(copy / study_file.name), "0", "--format", "json")
+    assert code == 0 and json.loads(out)["config"]["technology"] == str((copy / "tech.toml").resolve())
+    # a plain table: the original's edited after the copy; the copy reads its own
+    (copy / "tech.toml").unlink()
+    (copy / "tech.toml").write_text(base)
+    for f in copy.glob("tiny.*db"):
+        f.unlink()
+    assert _run_cli(capsys, "run", str(copy / study_file.name), "--quiet", "--trials", "2")[0] == 0
+    again = tmp_path / "again"
+    shutil.copytree(copy, again)
+    (copy / "tech.toml").write_text(base.replace("value = 160.0", "value = 1000.0", 1))
+    code, out, err = _run_cli(capsys, "show", str(again / study_file.name), "0", "--format", "json")
+    assert code == 0 and "dse:" not in err, err
+    assert json.loads(out)["config"]["technology"] == str(again / "tech.toml")
+
+
 def test_a_study_refused_only_for_dses_new_dataset_size_default_says_how_to_read_it(study_file, capsys):
     """A file naming a dataset without dataset_size now gets the dataset's size; a study made before from the
     same file is refused as changed, and the message says the file is as it was and what to write."""

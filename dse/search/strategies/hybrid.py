@@ -554,9 +554,10 @@ class Hybrid(Strategy):
     def _requeue_cut_settings(self) -> None:
         """Queue again, once, each setting whose training an interruption or a fault cut short in an earlier run
         (its outer trial failed with no reason of its own, marked ``cut_short``) and that no other trial has
-        taken since: a resumed run finishes it from the seeds the cache holds, instead of leaving those runs
-        counted with no point entered (a sampler seldom proposes one setting twice). A dead worker's setting is
-        not marked: the dead-worker recovery (or Optuna's heartbeat) queues its retry.
+        taken since: a resumed run finishes it from the seeds it reached (``held_runs``; their runs read from the
+        cache), instead of leaving those runs counted with no point entered (a sampler seldom proposes one
+        setting twice). A dead worker's setting is not marked: the dead-worker recovery (or Optuna's heartbeat)
+        queues its retry.
 
         And each setting whose sub-front the trial budget cut (its latest complete outer trial marked
         ``points_left``: a run that reached its budget with part of the sub-front not entered), unless a trial
