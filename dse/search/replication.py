@@ -33,9 +33,9 @@ def start_seeds(spec, known: int = 0) -> int:
     """The seeds to start a setting with: ``seeds_min``, or as many as the study's own trials of the setting
     reached already (``known``: a later joint trial of it; the hybrid's retry of a setting cut short; a joint
     trial that failed records none, so its retry starts at ``seeds_min`` and reads its seeds from the cache),
-    up to ``seeds_max``. Not what the
-    surrogate cache holds: a cache warmed by another study (or an earlier run) changed which seeds a trial
-    recorded, so the same file and seed gave other results (those seeds still cost nothing when asked for)."""
+    up to ``seeds_max``. Not what the surrogate cache holds: a cache warmed by another study (or an earlier
+    run) changed which seeds a trial recorded, so the same file and seed gave other results (those seeds still
+    cost nothing when asked for)."""
     if not spec.adaptive:
         return spec.seeds
     return max(spec.seeds, min(int(known), spec.seeds_max))
