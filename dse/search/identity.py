@@ -173,7 +173,8 @@ def with_current_files(config: dict, spec) -> dict:
 
     base = spec.base
     tech, models = config.get("technology"), (config.get("workload") or {}).get("models")
-    if tech == base.technology and models == list(base.workload.models):
+    now = list(base.workload.models)
+    if tech == base.technology and models == now:
         return config  # (every trial of a study where it was made)
     written = spec.relative_files()
 
@@ -181,7 +182,6 @@ def with_current_files(config: dict, spec) -> dict:
         tail = [p for p in Path(written.get(now, "")).parts if p not in ("..", ".")]
         return bool(tail) and isinstance(stored, str) and list(Path(stored).parts[-len(tail):]) == tail
 
-    now = list(base.workload.models)
     swap = {}
     if isinstance(models, list) and len(models) == len(now):
         swap = {m: n for m, n in zip(models, now)

@@ -190,8 +190,10 @@ class StudySpec:
         (normalized). A path written as an absolute one is not among them."""
         if self.path is None:
             return {}
+        folder = self.path.resolve().parent
         named = [self.raw.get("technology")] + list((self.raw.get("workload") or {}).get("models") or [])
-        return dict(_relative_files(str(self.path), tuple(v for v in named if isinstance(v, str))))
+        return {str((folder / v).resolve()): os.path.normpath(v) for v in named
+                if isinstance(v, str) and not v.startswith("~") and not Path(v).is_absolute()}
 
     @property
     def adaptive(self) -> bool:
@@ -352,14 +354,6 @@ def _passes(check, name: str, v: dict) -> bool:
     except (ValueError, TypeError, UsageError):
         return False
     return True
-
-
-def _relative_files(path: str, named: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """:meth:`StudySpec.relative_files` of a study file at ``path`` naming ``named`` (not remembered: a file
-    replaced by a symlink, or the other way round, within a process resolves anew)."""
-    folder = Path(path).resolve().parent
-    return tuple((str((folder / v).resolve()), os.path.normpath(v)) for v in named
-                 if not v.startswith("~") and not Path(v).is_absolute())
 
 
 def spec_from_dict(doc: dict, *, path: Path | None = None) -> StudySpec:

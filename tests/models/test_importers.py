@@ -177,6 +177,13 @@ def _cycles(ops, hw, phases=("fwd", "igrad", "wgrad")) -> dict:
     return out
 
 
+def _same_forward(a, b) -> None:
+    """Two lowerings run the same forward GEMMs: the same MACs, and the same compute cycles on every array."""
+    assert a.macs[a.phase == "fwd"].sum() == b.macs[b.phase == "fwd"].sum()
+    for hw in HW:
+        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+
+
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "transformer_base"])
 def test_scalesim_gemm_round_trip_gives_identical_compute_cycles(tmp_path, model):
     """The topology of a batch-8 step, read back as a workload and lowered at batch 1, runs the same forward
@@ -185,10 +192,7 @@ def test_scalesim_gemm_round_trip_gives_identical_compute_cycles(tmp_path, model
     p = tmp_path / f"{model}.csv"
     p.write_text(to_scalesim(net, batch=8, layout="gemm"))
     back = load_topology(p)
-    a, b = net.training_ops(8), back.training_ops(1)
-    assert a.macs[a.phase == "fwd"].sum() == b.macs[b.phase == "fwd"].sum()
-    for hw in HW:
-        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+    _same_forward(net.training_ops(8), back.training_ops(1))
 
 
 def test_scalesim_per_sample_topology_lowers_like_the_zoo_model(tmp_path):
@@ -227,11 +231,7 @@ def test_scalesim_conv_layout_writes_a_depthwise_convolution_as_one_dp_row(tmp_p
     rows = p.read_text().splitlines()
     assert dw and sum("_DP," in r for r in rows) == len(dw) and len(rows) == 1 + len(
         [l for l in net.layers if l.kind in ("conv", "linear")])
-    back = load_topology(p)
-    a, b = net.training_ops(4), back.training_ops(4)
-    assert a.macs[a.phase == "fwd"].sum() == b.macs[b.phase == "fwd"].sum()
-    for hw in HW:
-        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+    _same_forward(net.training_ops(4), load_topology(p).training_ops(4))
 
 
 def test_scalesim_conv_layout_writes_unequal_strides_and_pads_with_a_stride_width(tmp_path):
@@ -247,10 +247,7 @@ def test_scalesim_conv_layout_writes_unequal_strides_and_pads_with_a_stride_widt
     assert p.read_text().splitlines()[:2] == [", ".join(
         ["Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter Width", "Channels", "Num Filter",
          "Strides", "Stride width"]) + ",", "c1, 19, 23, 3, 5, 3, 8, 2, 3,"]
-    back = load_topology(p)
-    a, b = net.training_ops(2), back.training_ops(2)
-    for hw in HW:
-        assert _cycles(a, hw, ("fwd",)) == _cycles(b, hw, ("fwd",))
+    _same_forward(net.training_ops(2), load_topology(p).training_ops(2))
 
 
 def test_scalesim_rows_as_scalesim_reads_them_and_headers_checked(tmp_path):
