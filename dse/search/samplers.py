@@ -15,6 +15,8 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Callable
 
+from dse.search.runguard import owner_alive
+
 __all__ = ["SAMPLERS", "make_sampler", "check_sampler", "grid_untried"]
 
 
@@ -156,24 +158,31 @@ def _grid(spec, seed: int):
         def _untried(self, trials) -> list[int]:
             """Untried points, in order, less those running trials hold (by their values or their grid_id);
             when running trials hold every one left, the untried ones."""
+            return self._free(trials) or grid_untried(self._param_names, self._all_grids, trials)
+
+        def _free(self, trials) -> list[int]:
+            """Untried points, in order, less those running trials hold (by their values or their grid_id)."""
             held = {t.system_attrs["grid_id"] for t in trials if t.state == TrialState.RUNNING
                     and "grid_id" in t.system_attrs}
-            free = [i for i in grid_untried(self._param_names, self._all_grids, trials, running=True)
+            return [i for i in grid_untried(self._param_names, self._all_grids, trials, running=True)
                     if i not in held]
-            return free or grid_untried(self._param_names, self._all_grids, trials)
 
         def _get_unvisited_grid_ids(self, study) -> list[int]:
             return self._untried(study._storage.get_all_trials(study._study_id, deepcopy=False))
 
         def after_trial(self, study, trial, state, values) -> None:
-            # the grid is done when no point is left untried once this trial ends as it does (a queued retry
-            # included: Optuna's own rule left the grid open after a queued trial took its last point)
+            # this worker is done when, once this trial ends as it does, no point is left that nobody has tried
+            # or holds: a point another worker's live running trial holds is its (two workers ending the last
+            # two points at once each saw the other's still running, went on, and each repeated a point), while
+            # one held by a trial whose process died is left, to be retried. A queued retry included: Optuna's
+            # own rule left the grid open after a queued trial took its last point
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             done = copy.copy(trial)
             done.state = state
-            left = grid_untried(self._param_names, self._all_grids,
-                                [done if t.number == trial.number else t for t in trials])
-            if not left:
+            live = [done if t.number == trial.number else t for t in trials
+                    if not (t.state == TrialState.RUNNING and t.number != trial.number
+                            and owner_alive(t.user_attrs.get("worker", "")) is False)]
+            if not self._free(live):
                 study.stop()
 
     # the study's own seed, not the worker's: one order of the grid for every worker and resumed run

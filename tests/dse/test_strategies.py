@@ -190,8 +190,9 @@ def test_two_workers_on_a_grid_try_every_point_and_say_so(tmp_path):
         trials = s.optuna.trials
         done = [tuple(sorted(t.params.items())) for t in trials if t.state == TrialState.COMPLETE]
         assert s.status()["ended_early"] == Joint.GRID_DONE
-    # (two workers may meet on the last point); on a failure, every trial: number, state, worker, grid point,
-    # start and end (a loaded CI run once gave 14 trials, two points twice)
+    # (two workers may meet on the last point: both saw it free and went on); on a failure, every trial: number,
+    # state, worker, grid point, start and end (a loaded CI run once gave 14 trials, two points twice: see
+    # test_two_workers_ending_the_last_two_points_at_once_both_stop)
     assert len(set(done)) == 12 and len(done) <= 13, "\n".join(
         f"{t.number} {t.state.name} {t.user_attrs.get('worker')} {t.system_attrs.get('grid_id')} "
         f"{sorted(t.params.items())} {t.datetime_start} {t.datetime_complete}" for t in trials)
@@ -233,6 +234,43 @@ def test_workers_choosing_grid_points_at_once_from_one_reading_take_different_po
     sampler.before_trial(study, fourth)
     assert st.get_trial(fourth._trial_id).system_attrs["grid_id"] == left[3]
     assert all(t.state == TrialState.RUNNING for t in st.get_all_trials(study._study_id) if t.number >= done)
+
+
+@pytest.mark.parametrize("other", ["alive", "dead"])
+def test_two_workers_ending_the_last_two_points_at_once_both_stop(tmp_path, other):
+    """Two workers finish the grid's last two points at the same moment: each one's sampler, as its trial ends,
+    reads the other's trial still running. Each went on and started one more trial with nothing left, which
+    repeated a point (a loaded CI run: 14 trials on the 12-point grid). A point a live worker's running trial
+    holds is now its: both stop. One held by a trial whose process died is not: the worker goes on, to retry it."""
+    from optuna.trial import TrialState
+
+    from dse.search.runguard import owner
+    from dse.search.samplers import make_sampler
+    from dse.search.study import open_storage
+
+    _, spec = _grid_study(tmp_path, 20)
+    sampler = make_sampler(spec, seed=3)
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'g.db'}"), sampler=sampler)
+    dists = {k: optuna.distributions.CategoricalDistribution(v) for k, v in spec.space.grid().items()}
+    order = sampler._all_grids
+    for p in order[:10]:
+        study.add_trial(optuna.trial.create_trial(params=dict(zip(sampler._param_names, p)),
+                                                  distributions=dists, values=[0.0]))
+    st = study._storage
+    mine = []
+    # this worker's trial and the other's (a process that is gone: a pid no process has, this host)
+    records = [owner(), owner() if other == "alive" else owner().split(":")[0] + ":999999999:0"]
+    for gid, who in zip((10, 11), records):
+        tid = st.create_new_trial(study._study_id)
+        st.set_trial_system_attr(tid, "grid_id", gid)
+        for k, v in zip(sampler._param_names, order[gid]):
+            st.set_trial_param(tid, k, dists[k].to_internal_repr(v), dists[k])
+        st.set_trial_user_attr(tid, "worker", who)
+        mine.append(st.get_trial(tid))
+    stops = []
+    study.stop = lambda: stops.append(True)  # (Optuna's own refuses outside optimize)
+    sampler.after_trial(study, mine[0], TrialState.COMPLETE, [0.0])  # the other trial still running
+    assert stops == ([True] if other == "alive" else [])
 
 
 def test_a_retry_that_completes_the_grid_ends_the_run(tmp_path):
