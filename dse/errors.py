@@ -10,6 +10,15 @@ class UsageError(Exception):
     """
 
 
+class AllTrialsFailed(Exception):
+    """A run in which no trial completed because every one met an unexpected error in dse (a bug, not the
+    user's input): the command line prints the message as one line and exits 1."""
+
+
+#: the user attribute marking a trial failed by an unexpected error (a bug), not by its input
+INTERNAL_ERROR_ATTR = "internal_error"
+
+
 class StudyWarning(UserWarning):
     """What a user should know about a stored study before trusting what a command prints from it (the
     command line prints it as one line, ``dse: warning: ...``)."""

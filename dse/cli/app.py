@@ -19,7 +19,7 @@ from dse import __version__
 from dse.cli import evaluate, layer, pipeline, study, surrogate, views
 from dse.cli.models import models_cmd
 from dse.cli.output import SIGNALLED
-from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, StudyWarning, UsageError
+from dse.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AllTrialsFailed, StudyWarning, UsageError
 
 app = typer.Typer(
     name="dse",
@@ -177,6 +177,9 @@ def _main(argv: list[str] | None, debug: bool) -> None:
             traceback.print_exc()
         typer.echo(f"dse: error: {e}", err=True)
         sys.exit(EXIT_USAGE)
+    except AllTrialsFailed as e:  # the trials' errors were recorded as they failed: no traceback of this one
+        typer.echo(f"dse: internal error: {e}", err=True)
+        sys.exit(EXIT_FAILURE)
     except typer.Abort as e:
         if isinstance(e.__context__, EOFError):  # click turns an EOFError into Abort too: a cut file, not Ctrl-C
             err = e.__context__

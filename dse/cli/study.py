@@ -15,7 +15,7 @@ import typer
 from dse.cli.options import ACCEPT_OPT, STORAGE_OPT, STUDY_ARG, load_spec
 from dse.cli.output import interruption_told
 from dse.config.values import json_text
-from dse.errors import UsageError
+from dse.errors import INTERNAL_ERROR_ATTR, AllTrialsFailed, UsageError
 from dse.results.export import FORMATS
 from dse.search.samplers import SAMPLERS
 from dse.search.strategies import STRATEGIES, describe_strategies
@@ -167,18 +167,26 @@ def _unused_options(spec, runs: Optional[int] = None) -> list[str]:
 
 
 def _all_failed(spec, study, study_file) -> None:
-    """Every trial failed: a one-line error with the most common reason (exit 2)."""
+    """Every trial failed: a one-line error with the most common reason (exit 2; exit 1 when that reason is an
+    unexpected error in dse, a bug)."""
     from dse.results.views import strategy_trials
 
     # with the strategy's helper studies (the hybrid's training settings), whose trials give the reason when
     # none reached the main study
     trials = strategy_trials(spec, study)
     reasons: dict[str, int] = {}
+    internal = set()
     for t in trials:
         r = t.user_attrs.get("fail_reason")
         if r and not r.startswith("interrupted"):
             reasons[r] = reasons.get(r, 0) + 1
+            if t.user_attrs.get(INTERNAL_ERROR_ATTR):
+                internal.add(r)
     top = max(reasons.items(), key=lambda x: x[1]) if reasons else ("no reason recorded", 0)
+    if top[0] in internal:  # not the input's fault: an unexpected error in dse (or a package it uses)
+        raise AllTrialsFailed(f"study {spec.name}: no trial completed; every one failed, most often ({top[1]} x) "
+                              f"with an unexpected error: {top[0]} (a bug: please report it with `dse status "
+                              f"{study_file}`'s reasons)")
     raise UsageError(f"study {spec.name}: no trial completed; every one failed, most often ({top[1]} x) with: "
                      f"{top[0]} (all reasons: `dse status {study_file}`)")
 

@@ -39,7 +39,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.config.space import Bundle, Choice, Range
-from dse.errors import StudyWarning, UsageError
+from dse.errors import INTERNAL_ERROR_ATTR, StudyWarning, UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware
 from dse.search import runguard
@@ -623,7 +623,8 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
                     pass
                 raise
             trial.set_user_attr("fail_reason", f"{type(e).__name__}: {e}")  # a bug or an unforeseen input:
-            raise  # record it, the study goes on
+            trial.set_user_attr(INTERNAL_ERROR_ATTR, True)  # record it, the study goes on
+            raise
 
     return objective
 

@@ -634,6 +634,26 @@ def test_a_study_whose_trials_all_fail_exits_2_and_says_why(tmp_path):
     assert "no trial completed" in line and "impossible configuration" in line and "ifmap_kb" in line
 
 
+@pytest.mark.parametrize("strategy", ["joint", "hybrid"])
+def test_a_study_whose_trials_all_fail_from_a_bug_exits_1_and_says_so(tmp_path, monkeypatch, strategy):
+    """Every trial failing from an unexpected error is dse's fault, not the input's: an internal error (exit 1)
+    that names the error, not exit 2 (bad input) as before."""
+    import dse.search.strategies.hybrid as hy
+    import dse.search.study as st
+
+    def bug(*a, **k):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(st, "evaluate", bug)
+    monkeypatch.setattr(hy.Hybrid, "_costed", bug)
+    rc, err = dse_inproc("run", _study(tmp_path, FAST_STUDY), "-q", "--trials", 3, "--runs", 2, "--workers", 1,
+                         "--strategy", strategy)
+    line = [ln for ln in err.strip().splitlines() if ln.strip()][-1]
+    assert rc == 1 and "Traceback" not in err, err
+    assert line.startswith("dse: internal error: ") and "no trial completed" in line, err
+    assert "ZeroDivisionError: a bug" in line and "report it" in line, err
+
+
 # == values =============================================================================================
 @pytest.mark.parametrize("edit, needles", [
     (("max = 4.0", "max = nan"), ("constraints[0].max", "finite")),

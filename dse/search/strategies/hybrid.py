@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from accel import Hardware, HardwareArray
-from dse.errors import UsageError
+from dse.errors import INTERNAL_ERROR_ATTR, UsageError
 from dse.evaluation import metrics as registry
 from dse.evaluation.evaluator import evaluate, evaluate_hardware, hardware_metrics, training_metrics
 from dse.search.hvi import HVI_MAX_SETTINGS, HVI_STARTUP, HviSelector
@@ -681,6 +681,7 @@ class Hybrid(Strategy):
                 raise
             self.failed = f"{type(e).__name__}: {e}"  # a bug or an unforeseen input: record it, the search
             ot.set_user_attr("fail_reason", self.failed)  # goes on
+            ot.set_user_attr(INTERNAL_ERROR_ATTR, True)
             raise
         if sur is None:
             ot.set_user_attr("fail_reason", "no possible hardware point")
