@@ -116,6 +116,8 @@ def compare_figure(fronts: dict[str, dict], objectives: list[str], directions: l
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from dse.results.views import unit_of
+
     pairs = list(itertools.combinations(range(len(objectives)), 2))
     cols = min(len(pairs), 3)
     rows = -(-len(pairs) // cols)
@@ -130,6 +132,8 @@ def compare_figure(fronts: dict[str, dict], objectives: list[str], directions: l
         _mark_reference(ax, reference[i], reference[j])
         ax.set_xlabel(labels[i])
         ax.set_ylabel(labels[j])
+        format_axis(ax.xaxis, unit_of(objectives[i]))  # as dse plot: 60 kJ, not 60000 and a 1e4 above the axis
+        format_axis(ax.yaxis, unit_of(objectives[j]))
     for ax in list(axes.flat)[len(pairs):]:
         ax.set_visible(False)
     handles, names = axes.flat[0].get_legend_handles_labels()

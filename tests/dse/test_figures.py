@@ -316,3 +316,20 @@ def test_a_trial_chosen_twice_for_the_energy_figure_keeps_both_names(ran_study):
     one = next(lbl for lbl in labels if lbl.startswith("trial 1\n"))
     assert all(f"(best {m})" in one for m in spec.metrics) and one.count("\n") >= n
     assert len(labels) == len({lbl.split("\n")[0] for lbl in labels})  # each trial once
+
+
+def test_compare_figure_labels_ticks_with_units_as_dse_plot_does(tmp_path, monkeypatch):
+    """`dse compare --plot` wrote plain numbers (60000 with a 1e4 above the axis) where `dse plot` writes 60 kJ."""
+    import matplotlib.pyplot as plt
+
+    from dse.figures.charts import compare_figure
+
+    drawn = []
+    monkeypatch.setattr(plt, "close", lambda fig: drawn.append(fig))
+    fronts = {"a": {"values": [[1.2, 52000.0], [1.5, 61000.0]]}, "b": {"values": [[1.3, 48000.0]]}}
+    compare_figure(fronts, ["speedup", "energy_j"], ["maximize", "minimize"], ["speed-up", "energy (J)"],
+                   [1.0, 70000.0], tmp_path / "c.png")
+    ax = drawn[0].axes[0]
+    labels = [t.get_text() for t in ax.yaxis.get_ticklabels() if t.get_text()]
+    assert labels and all(t.endswith(" kJ") for t in labels), labels
+    assert not ax.yaxis.get_offset_text().get_text()
