@@ -22,6 +22,17 @@ from models.schemes import PREDICTING
 __all__ = ["pipeline", "explicit_steps", "model_steps"]
 
 
+#: the options that describe the accelerator a --model is costed on (parameter name -> option)
+MODEL_OPTIONS = {"dataset": "--dataset", "batch": "--batch", "rows": "--rows", "cols": "--cols",
+                 "dataflow": "--dataflow", "sram_kb": "--sram-kb", "bandwidth": "--bandwidth",
+                 "clock_ghz": "--clock-ghz", "link_gbps": "--link-gbps", "link_latency_us": "--link-latency-us",
+                 "replicas": "--replicas"}
+
+
+#: the schedules that run several model chunks per device (--chunks)
+CHUNKED = ", ".join(n for n, s in SCHEDULES.items() if s.chunked)
+
+
 def _schedules(text: str, chunks: int = 1) -> list[str]:
     """The schedules named (``all``: every schedule that runs ``chunks`` model chunks per device)."""
     if text == "all":
@@ -96,8 +107,9 @@ def pipeline(
     schedule: Annotated[str, typer.Option(
         "--schedule", "-s", help=f"{', '.join(SCHEDULES)}; a comma-separated list, or "
                                  "all (every schedule that runs --chunks model chunks per device).")] = "1f1b",
-    chunks: Annotated[int, typer.Option("--chunks", "-v", help="Model chunks per device (1f1b-interleaved).")] = 1,
-    tf: Annotated[Optional[float], typer.Option("--tf", help="Forward time of one micro-batch per stage.")] = None,
+    chunks: Annotated[int, typer.Option("--chunks", "-v", help=f"Model chunks per device (for {CHUNKED}).")] = 1,
+    tf: Annotated[Optional[float], typer.Option(
+        "--tf", help="Forward time of one micro-batch per stage (any unit, the same for every time).")] = None,
     tb: Annotated[Optional[float], typer.Option("--tb", help="Input-gradient time per micro-batch per stage.")] = None,
     tw: Annotated[Optional[float], typer.Option("--tw", help="Weight-gradient time per micro-batch per stage.")] = None,
     comm: Annotated[float, typer.Option("--comm", help="Link transfer time of one micro-batch's activations "
@@ -113,7 +125,7 @@ def pipeline(
         "--model", help="A zoo model, cut into balanced stages on the accelerator "
                         "(instead of --tf/--tb/--tw).")] = None,
     dataset: Annotated[Optional[str], typer.Option(
-        "--dataset", help=f"With --model: {', '.join(DATASETS)}.")] = None,
+        "--dataset", help=f"With --model: {', '.join(DATASETS)} (default: the model's own).")] = None,
     batch: Annotated[int, typer.Option("--batch", "-b", help="With --model: samples per step (all micro-batches "
                                                             "of all replicas).")] = 32,
     rows: Annotated[int, typer.Option("--rows", help="PE array rows (with --model).")] = 32,
@@ -123,13 +135,15 @@ def pipeline(
     bandwidth: Annotated[float, typer.Option("--bandwidth", metavar="GBPS", help="DRAM GB/s (with --model).")] = 25.6,
     clock_ghz: Annotated[float, typer.Option("--clock-ghz", help="Clock in GHz (with --model).")] = 1.0,
     link_gbps: Annotated[float, typer.Option("--link-gbps", help="Link GB/s between stages (with --model).")] = 50.0,
-    link_latency_us: Annotated[float, typer.Option("--link-latency-us", help="Link latency (with --model).")] = 5.0,
+    link_latency_us: Annotated[float, typer.Option("--link-latency-us",
+                                                   help="Link latency in microseconds (with --model).")] = 5.0,
     replicas: Annotated[int, typer.Option("--replicas", "-d", help="Data-parallel replicas (with --model).")] = 1,
     width: Annotated[int, typer.Option("--width", help="Columns of the ASCII Gantt chart (0: none).")] = 96,
     trace: Annotated[Optional[Path], typer.Option(
         "--trace", help="Write the (first schedule's) BP step as Chrome trace-event JSON (Perfetto, "
                         "chrome://tracing).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    ctx: typer.Context = None,  # type: ignore[assignment]  (None: called from Python, options as given)
 ) -> None:
     """Time one training step of pipeline schedules: makespan, span, bubble rate, idle time and peak
     activations per stage, an ASCII Gantt chart; with --gp-fraction also the GP step of a gradient scheme
@@ -170,6 +184,11 @@ def pipeline(
     if model is None:
         if len(explicit) != 3:
             raise UsageError("--tf/--tb/--tw: give all three per-stage times (or --model to cost a zoo model)")
+        from dse.cli.options import refuse_unused
+
+        refuse_unused(ctx, MODEL_OPTIONS, "applies to --model only (explicit --tf/--tb/--tw times have no accelerator)")
+        if gp_fraction == 0:
+            refuse_unused(ctx, {"tp": "--tp"}, "the predictor's work in a GP step, which needs --gp-fraction > 0")
         for n in names:
             try:
                 bp, gp = explicit_steps(stages, microbatches, tf, tb, tw, comm=comm, schedule=n, chunks=chunks,

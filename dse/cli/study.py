@@ -22,6 +22,9 @@ from dse.search.strategies import STRATEGIES, describe_strategies
 
 COMMANDS = ("run", "worker", "status", "pareto", "plot", "export")
 
+#: the --seed option of dse run and dse worker
+SEED_HELP = "The study's seed (its samplers derive theirs from it), overriding the file."
+
 
 def run(
     study_file: Path = STUDY_ARG,
@@ -33,7 +36,7 @@ def run(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop after this many seconds."),
     sampler: Optional[str] = typer.Option(None, "--sampler",
                                           help=f"{', '.join(SAMPLERS)}, overriding the file."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Sampler seed, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", help=SEED_HELP),
     strategy: Optional[str] = typer.Option(
         None, "--strategy",
         help=f"{describe_strategies()}, overriding [study] strategy."),
@@ -448,7 +451,7 @@ def worker(
     runs: Optional[int] = typer.Option(None, "--runs", help="The hybrid's shared training budget in surrogate "
                                                             "runs (default: the file's [study] runs)."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help=f"{', '.join(SAMPLERS)}, overriding the file."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="The study's seed, overriding the file."),
+    seed: Optional[int] = typer.Option(None, "--seed", help=SEED_HELP),
     heartbeat: Optional[int] = typer.Option(None, "--heartbeat", min=1,
                                             help="Seconds between heartbeats (RDB storages): a trial whose "
                                                  "worker stops beating for 3 intervals is failed and retried. "

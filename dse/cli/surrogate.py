@@ -13,6 +13,8 @@ import typer
 
 from dse.config.values import json_text
 from dse.errors import UsageError
+from models.schemes.registry import CONTROLS
+from models.surrogate.config import TASKS
 
 __all__ = ["surrogate", "load_config", "load_configs"]
 
@@ -57,13 +59,13 @@ def _fmt(x, spec=".1f"):
 def surrogate(
     config: Optional[Path] = typer.Argument(
         None,
-        help="TOML file whose \\[training] table sets the surrogate's knobs (missing keys take the task's defaults, "
+        help="TOML file whose [training] table sets the surrogate's knobs (missing keys take the task's defaults, "
         "then the committed default ADA-GP setting's; `tasks = [...]` runs several tasks). Without it: the "
         "committed default ADA-GP setting (studies/surrogate-default.toml).",
         show_default=False,
     ),
     task: Optional[list[str]] = typer.Option(
-        None, "--task", help="Proxy task (mnist1d, digits, fashion), with its tuned network and budget unless the "
+        None, "--task", help=f"Proxy task ({', '.join(TASKS)}), with its tuned network and budget unless the "
         "file gives them; repeat it to run several tasks and compare their ranking of the scheme and its controls.",
         show_default=False,
     ),
@@ -85,11 +87,11 @@ def surrogate(
         "instead of tables; with several tasks, each task's result under `tasks` and the rank agreement.",
     ),
 ) -> None:
-    """Train the surrogate (scheme, its plain-BP reference and its three controls -- null, null_momentum,
-    truncated -- on paired seeds) and print accuracy, accuracy drop, the gains over each control, GP
-    fraction, the prediction's quality and the phase timeline.
+    """Train the surrogate (scheme, its plain-BP reference and its controls -- {controls} -- on paired seeds)
+    and print accuracy, accuracy drop, the gains over each control, GP fraction, the prediction's quality and
+    the phase timeline.
 
-    Results are cached by their knobs under $DSE_CACHE_DIR (default ~/.cache/dse)."""
+    Results are cached by their knobs under $DSE_CACHE_DIR (default $XDG_CACHE_HOME/dse, else ~/.cache/dse)."""
     from dse.config.values import check_number
 
     configs = load_configs(config, task)
@@ -148,6 +150,8 @@ def surrogate(
                       f"{', '.join(pair['settings'])} (Spearman, mean accuracies): "
                       + ("undefined (fewer than 3 settings or a tie)" if rho is None else f"{rho:+.2f}"))
 
+
+surrogate.__doc__ = surrogate.__doc__.format(controls=", ".join(CONTROLS))  # (the registry's)
 
 def _print_result(console, cfg, d, seed_list) -> None:
     """The summary, the first seed's phase timeline and its GP phases."""

@@ -150,7 +150,8 @@ def _templates() -> dict[str, Path]:
 
 
 def init(
-    file: Path = typer.Argument(..., metavar="FILE.toml", help="The study file to write (it must not exist)."),
+    file: Path = typer.Argument(..., metavar="FILE.toml",
+                                help="The study file to write (it must not exist, unless --force)."),
     template: str = typer.Option("quickstart", "--template", "-t",
                                  help="quickstart (one CNN, hybrid search, 4 objectives), zoo (every zoo model, "
                                       "geometric-mean speed-up) or predictors (gradient schemes and predictor "
@@ -236,9 +237,10 @@ def _emit_rows(rows: list[dict], fmt: str) -> None:
 
 
 def compare(
-    study_files: List[Path] = typer.Argument(..., metavar="STUDY.toml...",
-                                             help="Two or more study files, each with its own storage (studies of one "
-                                                  "name are told apart by their files)."),
+    study_files: List[Path] = typer.Argument(..., metavar="STUDY.toml",
+                                             help="Two or more study files, each read from the storage `dse status` "
+                                                  "reads it from (its own file beside it, or $DSE_STORAGE when set; "
+                                                  "studies of one name are told apart by their files)."),
     objectives: Optional[str] = typer.Option(
         None, "--objectives", metavar="M1,M2[,...]",
         help="Metrics to compare on (default: the objectives every study shares, in the first study's order)."),

@@ -212,6 +212,11 @@ def test_cli_pipeline_from_a_model():
     (["--tf", "1", "--tb", "1", "--tw", "1", "-p", "1000", "-m", "100000"], "--microbatches: 1000 stages"),
     (["--tf", "1", "--tb", "1", "--tw", "1", "-p", "1", "-v", "2", "-s", "1f1b-interleaved", "-m", "4"],
      "--stages: model chunks interleave across devices and need at least 2 stages"),
+    # an accelerator's option with explicit times (once silently ignored), the predictor's work without GP steps
+    (["--tf", "1", "--tb", "1", "--tw", "1", "--rows", "64"], "--rows: applies to --model only"),
+    (["--tf", "1", "--tb", "1", "--tw", "1", "--replicas", "2"], "--replicas: applies to --model only"),
+    (["--tf", "1", "--tb", "1", "--tw", "1", "--batch", "64"], "--batch: applies to --model only"),
+    (["--tf", "1", "--tb", "1", "--tw", "1", "--tp", "0.5"], "--tp: the predictor's work in a GP step"),
 ])
 def test_cli_pipeline_bad_input_is_one_line_exit_2(args, match):
     code, out, err = _dse("pipeline", *args)
