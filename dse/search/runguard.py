@@ -281,14 +281,21 @@ def orphans(study, grace: float = ORPHAN_GRACE_S) -> tuple[list, list]:
             if "queued_by" in t.user_attrs and owner_alive(t.user_attrs["queued_by"]) is False:
                 waiting.append(t)
             continue
-        record = t.user_attrs.get("worker")
-        alive = owner_alive(record) if record else None
-        if alive is False or record == owner():  # called between trials: one of this process is a leftover
-            running.append(t)
-        elif record is None and t.datetime_start is not None and \
-                (now - t.datetime_start).total_seconds() > grace:
+        # called between trials: one of this process is a leftover
+        if t.user_attrs.get("worker") == owner() or worker_gone(t, now, grace):
             running.append(t)
     return running, waiting
+
+
+def worker_gone(t, now: datetime.datetime | None = None, grace: float = ORPHAN_GRACE_S) -> bool:
+    """Whether the process running trial ``t`` (RUNNING) is gone: its owner record names a dead process of this
+    machine, or it has none and is older than ``grace`` seconds (its creator was stopped before recording
+    itself). A trial of another machine's process is never taken for gone (its heartbeat says)."""
+    record = t.user_attrs.get("worker")
+    if record:
+        return owner_alive(record) is False
+    now = now or datetime.datetime.now()
+    return t.datetime_start is not None and (now - t.datetime_start).total_seconds() > grace
 
 
 def fail_orphan(study, t, reason: str) -> bool:

@@ -11,13 +11,12 @@ is built, not with this module, so that a study file is validated without import
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from contextlib import contextmanager
 from typing import Any, Callable
 
-from dse.search.runguard import owner_alive
-
-__all__ = ["SAMPLERS", "make_sampler", "check_sampler", "grid_untried"]
+__all__ = ["SAMPLERS", "make_sampler", "check_sampler", "grid_untried", "trial_point", "GRID_NONE"]
 
 
 @contextmanager
@@ -101,27 +100,43 @@ def _hvi(spec, seed: int):
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def grid_untried(names: list[str], points, trials, *, running: bool = False) -> list[int]:
+def grid_untried(names: list[str], points, trials, *, running: bool = False, queued: bool = False) -> list[int]:
     """The indices of ``points`` (value tuples of the knobs ``names``) that no trial of ``trials`` has tried:
     tried means complete, or failed for a reason of its own -- not a trial interrupted or whose worker died
     (its point is retried), nor one pruned (a budget overflow, a claim); with ``running``, a running trial's
-    point counts as tried too."""
+    point counts as tried too, and with ``queued`` a waiting one's. A trial's point is its values, or those it
+    was queued with (a retry before its values are suggested)."""
     from optuna.trial import TrialState
 
     tried = set()
     for t in trials:
-        if not all(n in t.params for n in names):
+        p = trial_point(t)
+        if not all(n in p for n in names):
             continue
         reason = t.user_attrs.get("fail_reason", "")
         if (t.state == TrialState.COMPLETE or running and t.state == TrialState.RUNNING
+                or queued and t.state == TrialState.WAITING
                 or t.state == TrialState.FAIL and reason and not reason.startswith("interrupted")):
-            tried.add(tuple(t.params[n] for n in names))
+            tried.add(tuple(p[n] for n in names))
     return [i for i, p in enumerate(points) if tuple(p) not in tried]
 
 
+def trial_point(t) -> dict:
+    """The values of trial ``t``: those it was queued with (``fixed_params``), then those suggested."""
+    return {**t.system_attrs.get("fixed_params", {}), **t.params}
+
+
+#: the system attribute marking a grid trial that found no point left for it (pruned before it suggests)
+GRID_NONE = "grid_none"
+
+
 def _grid(spec, seed: int):
+    import datetime
+
     import optuna
     from optuna.trial import TrialState
+
+    from dse.search import runguard
 
     if spec.strategy == "hybrid":
         # the hybrid walks its grid of training settings itself and enters the hardware points: the main study's
@@ -135,54 +150,84 @@ def _grid(spec, seed: int):
         shuffle that follows the sampler's seed and gives the first trials the point of their trial number
         unchecked, so a resumed run or another worker (dse seeds named samplers by worker and history)
         repeated points and took untried ones as tried; and an interrupted trial, never evaluated, counted
-        as tried. A trial takes the untried points in the grid's order (the study seed's shuffle, the same for
-        every worker and run), skipping those running trials have taken (their ``grid_id``) and one for each
-        earlier running trial that has not taken its point yet: workers asking at once, each from its own
-        reading of the study, take different points."""
+        as tried.
+
+        A trial takes the untried points in the grid's order (the study seed's shuffle, the same for every
+        worker and run), skipping those that live running trials and queued retries hold (their values or
+        ``grid_id``) and one for each earlier running trial that has not taken its point yet: workers asking at
+        once, each from its own reading of the study, take different points. A point held by a trial whose
+        worker died is taken over (that trial is failed as interrupted, so that it is not retried as well). A
+        trial with no point left is marked (:data:`GRID_NONE`) and pruned before it suggests anything (the
+        objective does): no point is evaluated twice. A worker stops when, as its trial ends, no point is left
+        that nobody has tried or a live worker's running trial holds."""
 
         def before_trial(self, study, trial) -> None:
             # (Optuna's private attributes _all_grids, _param_names, _search_space: optuna>=5,<6)
-            if "grid_id" in trial.system_attrs or "fixed_params" in trial.system_attrs:
-                return  # a retry or a queued trial: its values are given
-            n = len(self._all_grids)
+            fixed = trial.system_attrs.get("fixed_params", {})
+            if "grid_id" in trial.system_attrs or all(n in fixed for n in self._param_names):
+                return  # a retry or a queued trial: its point is given
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
-            left = self._untried(trials) or list(range(n))  # (all tried: one again, then stop)
+            gone = self._gone(trials, trial.number)
+            live = [t for t in trials if t.number not in gone]
+            # a retry queued with some of its values only (its worker died while they were suggested): a point
+            # that has them
+            free = [i for i in self._free(live, queued=True)
+                    if all(self._all_grids[i][k] == fixed[n] for k, n in enumerate(self._param_names) if n in fixed)]
             # earlier trials choosing at this moment (running, no point yet) take the first ones by this rule
-            ahead = sum(1 for t in trials if t.state == TrialState.RUNNING and t.number < trial.number
-                        and not ({"grid_id", "fixed_params"} & set(t.system_attrs))
-                        and not all(k in t.params for k in self._param_names))
-            gid = left[ahead % len(left)]
-            study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
-            study._storage.set_trial_system_attr(trial._trial_id, "grid_id", gid)
+            ahead = sum(1 for t in live if t.state == TrialState.RUNNING and t.number < trial.number
+                        and self._holds(t) is None and GRID_NONE not in t.system_attrs)
+            for gid in free[ahead:]:
+                holder = next((t for t in gone.values() if self._holds(t) == gid), None)
+                if holder is None or runguard.fail_orphan(
+                        study, holder, f"{runguard.INTERRUPTED}: its worker died while running it; its grid point "
+                                       f"was taken over by trial {trial.number}"):
+                    study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
+                    study._storage.set_trial_system_attr(trial._trial_id, "grid_id", gid)
+                    return
+            study._storage.set_trial_system_attr(trial._trial_id, GRID_NONE, True)  # (pruned by the objective)
 
-        def _untried(self, trials) -> list[int]:
-            """Untried points, in order, less those running trials hold (by their values or their grid_id);
-            when running trials hold every one left, the untried ones."""
-            return self._free(trials) or grid_untried(self._param_names, self._all_grids, trials)
+        def _holds(self, t) -> int | None:
+            """The grid point trial ``t`` holds: its ``grid_id``, else the index of its values (None: none yet)."""
+            if "grid_id" in t.system_attrs:
+                return t.system_attrs["grid_id"]
+            p = trial_point(t)
+            if not all(n in p for n in self._param_names):
+                return None
+            return self._index.get(tuple(p[n] for n in self._param_names))
 
-        def _free(self, trials) -> list[int]:
-            """Untried points, in order, less those running trials hold (by their values or their grid_id)."""
-            held = {t.system_attrs["grid_id"] for t in trials if t.state == TrialState.RUNNING
-                    and "grid_id" in t.system_attrs}
-            return [i for i in grid_untried(self._param_names, self._all_grids, trials, running=True)
+        @functools.cached_property
+        def _index(self) -> dict:
+            return {tuple(p): i for i, p in enumerate(self._all_grids)}
+
+        @staticmethod
+        def _gone(trials, me: int) -> dict:
+            """Running trials (other than ``me``) whose worker is gone (:func:`runguard.worker_gone`), by number."""
+            now = datetime.datetime.now()
+            return {t.number: t for t in trials
+                    if t.state == TrialState.RUNNING and t.number != me and runguard.worker_gone(t, now)}
+
+        def _free(self, trials, *, queued: bool = False) -> list[int]:
+            """Untried points, in order, less those running trials hold (and with ``queued``, waiting ones)."""
+            states = (TrialState.RUNNING, TrialState.WAITING) if queued else (TrialState.RUNNING,)
+            held = {t.system_attrs["grid_id"] for t in trials if t.state in states and "grid_id" in t.system_attrs}
+            return [i for i in grid_untried(self._param_names, self._all_grids, trials, running=True, queued=queued)
                     if i not in held]
 
         def _get_unvisited_grid_ids(self, study) -> list[int]:
-            return self._untried(study._storage.get_all_trials(study._study_id, deepcopy=False))
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            return grid_untried(self._param_names, self._all_grids, trials)
 
         def after_trial(self, study, trial, state, values) -> None:
             # this worker is done when, once this trial ends as it does, no point is left that nobody has tried
             # or holds: a point another worker's live running trial holds is its (two workers ending the last
             # two points at once each saw the other's still running, went on, and each repeated a point), while
-            # one held by a trial whose process died is left, to be retried. A queued retry included: Optuna's
-            # own rule left the grid open after a queued trial took its last point
+            # one held by a trial whose process died, or queued to retry, is left for this worker to take. A
+            # queued retry included: Optuna's own rule left the grid open after a queued trial took its last point
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             done = copy.copy(trial)
             done.state = state
-            live = [done if t.number == trial.number else t for t in trials
-                    if not (t.state == TrialState.RUNNING and t.number != trial.number
-                            and owner_alive(t.user_attrs.get("worker", "")) is False)]
-            if not self._free(live):
+            gone = self._gone(trials, trial.number)
+            if not self._free([done if t.number == trial.number else t for t in trials if t.number not in gone]):
                 study.stop()
 
     # the study's own seed, not the worker's: one order of the grid for every worker and resumed run

@@ -47,7 +47,7 @@ from dse.search.identity import MODEL_FROM_ATTR, identity_change, model_change, 
 from dse.search.pareto import Point
 from dse.search.rdb import FastRDBStorage
 from dse.search.replication import race, start_seeds
-from dse.search.samplers import make_sampler
+from dse.search.samplers import GRID_NONE, make_sampler, trial_point
 from dse.search.storage import (
     HELPER_ATTR,
     SafeJournalFileBackend,
@@ -598,15 +598,19 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
 
     def objective(trial: optuna.Trial) -> list[float]:
         trial.set_user_attr("worker", runguard.owner())
-        attrs = trial.study._storage.get_trial(trial._trial_id)
-        retry = attrs.system_attrs.get("failed_trial", attrs.user_attrs.get("retry_of")) is not None
-        # exact budget with several workers: a new trial runs only if fewer than `budget` counting trials
-        # precede it (a retry replaces a trial that no longer counts)
-        if not retry and not runner.admit(trial.number):
-            trial.set_user_attr("fail_reason", "budget reached by other workers")
-            raise optuna.TrialPruned("budget reached")
         guard = runguard.current
-        try:
+        try:  # (whatever this raises is recorded as the trial's reason: a failure without one would not count)
+            if GRID_NONE in trial.study._storage.get_trial_system_attrs(trial._trial_id):
+                # the grid sampler found no point left for it: nothing to evaluate
+                trial.set_user_attr("fail_reason", "no grid point left: every one is tried, or held by another "
+                                                   "worker's running trial")
+                raise optuna.TrialPruned("no grid point left")
+            # exact budget with several workers: a trial runs only if fewer than `budget` counting trials precede
+            # it; a retry too (the trial it replaces no longer counts, but one admitted meanwhile may, or the
+            # trial retried may never have been admitted: its worker died before it asked)
+            if not runner.admit(trial.number):
+                trial.set_user_attr("fail_reason", "budget reached by other workers")
+                raise optuna.TrialPruned("budget reached")
             with guard.raising():  # a signal stops the trial here, never inside Optuna's bookkeeping
                 return evaluate_trial(trial, spec)
         except KeyboardInterrupt:
@@ -798,7 +802,8 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
                                                "died while running it; retried as a new trial"):
             continue
         # what the trial was queued to do goes with its retry (Optuna's heartbeat retry keeps every attribute)
-        runguard.queue(study, t.params, retry_of=t.number,
+        # (its values, or those it was queued with when it died before they were suggested)
+        runguard.queue(study, trial_point(t), retry_of=t.number,
                        **{k: t.user_attrs[k] for k in runguard.RETRY_KEEPS if k in t.user_attrs})
         out.append(t.number)
     for t in waiting:
