@@ -26,8 +26,9 @@ app = typer.Typer(
     help=(
         "Co-design adaptive gradient prediction (ADA-GP) training with DNN training accelerators: "
         "search predictor size, phase-switching thresholds and PE-array/buffer sizing for Pareto fronts "
-        "of accuracy, speed-up and energy.\n\n"
-        "Exit codes: 0 ok, 1 internal error, 2 bad input (one-line message), 130 interrupted."
+        "of accuracy, speed-up, energy and area.\n\n"
+        "Exit codes: 0 ok, 1 internal error (or diverged surrogate runs), 2 bad input (one-line message), "
+        "130 interrupted."
     ),
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)

@@ -47,7 +47,7 @@ def show(
     storage: Optional[str] = STORAGE_OPT,
 ) -> None:
     """One trial in depth: its knobs, every metric with its unit, the per-model breakdown (step times per
-    phase, DRAM traffic, energy by component) and, with --layers, every op of a training step (cycles,
+    phase, DRAM traffic, energy by component) and, with --layers, every op of one plain-BP training step (cycles,
     utilization, stalls, DRAM bytes, energy by component)."""
     _check_format(fmt)
     spec = load_spec(study_file)
