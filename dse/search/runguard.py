@@ -36,6 +36,8 @@ __all__ = ["Guard", "guarded", "queue", "drop_queued", "orphans", "owner", "owne
 ORPHAN_GRACE_S = 30.0
 #: fail reasons beginning with this do not count toward the budget (see ``dse.search.study.counts_toward_budget``)
 INTERRUPTED = "interrupted"
+#: the end of the reason a dead worker's trial is failed with when a retry of it is queued
+RETRIED = "retried as a new trial"
 
 _HOST = socket.gethostname()
 

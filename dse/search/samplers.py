@@ -100,12 +100,12 @@ def _hvi(spec, seed: int):
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def grid_untried(names: list[str], points, trials, *, running: bool = False, queued: bool = False) -> list[int]:
+def grid_untried(names: list[str], points, trials, *, running: bool = False) -> list[int]:
     """The indices of ``points`` (value tuples of the knobs ``names``) that no trial of ``trials`` has tried:
     tried means complete, or failed for a reason of its own -- not a trial interrupted or whose worker died
     (its point is retried), nor one pruned (a budget overflow, a claim); with ``running``, a running trial's
-    point counts as tried too, and with ``queued`` a waiting one's. A trial's point is its values, or those it
-    was queued with (a retry before its values are suggested)."""
+    point counts as tried too. A trial's point is its values, or those it was queued with (a retry before its
+    values are suggested)."""
     from optuna.trial import TrialState
 
     tried = set()
@@ -115,7 +115,6 @@ def grid_untried(names: list[str], points, trials, *, running: bool = False, que
             continue
         reason = t.user_attrs.get("fail_reason", "")
         if (t.state == TrialState.COMPLETE or running and t.state == TrialState.RUNNING
-                or queued and t.state == TrialState.WAITING
                 or t.state == TrialState.FAIL and reason and not reason.startswith("interrupted")):
             tried.add(tuple(p[n] for n in names))
     return [i for i, p in enumerate(points) if tuple(p) not in tried]
@@ -154,12 +153,14 @@ def _grid(spec, seed: int):
 
         A trial takes the untried points in the grid's order (the study seed's shuffle, the same for every
         worker and run), skipping those that live running trials and queued retries hold (their values or
-        ``grid_id``) and one for each earlier running trial that has not taken its point yet: workers asking at
-        once, each from its own reading of the study, take different points. A point held by a trial whose
-        worker died is taken over (that trial is failed as interrupted, so that it is not retried as well). A
-        trial with no point left is marked (:data:`GRID_NONE`) and pruned before it suggests anything (the
-        objective does): no point is evaluated twice. A worker stops when, as its trial ends, no point is left
-        that nobody has tried or a live worker's running trial holds."""
+        ``grid_id``; a dead worker's trial failed for a retry not queued yet, too) and one for each earlier
+        running trial that has not taken its point yet: workers asking at once, each from its own reading of
+        the study, take different points. A point held by a trial whose worker died is taken over (that trial
+        is failed as interrupted, so that it is not retried as well). Before it asks for a trial, the joint
+        strategy reads :meth:`outlook`: it waits while every untried point is held (a live worker's running
+        trial ends it, or fails and is retried) and stops once none is left untried; a trial that still finds
+        no point for it (another worker took the last one meanwhile) is marked :data:`GRID_NONE` and pruned
+        before it suggests anything (the objective does): no point is evaluated twice."""
 
         def before_trial(self, study, trial) -> None:
             # (Optuna's private attributes _all_grids, _param_names, _search_space: optuna>=5,<6)
@@ -167,16 +168,9 @@ def _grid(spec, seed: int):
             if "grid_id" in trial.system_attrs or all(n in fixed for n in self._param_names):
                 return  # a retry or a queued trial: its point is given
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
-            gone = self._gone(trials, trial.number)
-            live = [t for t in trials if t.number not in gone]
-            # a retry queued with some of its values only (its worker died while they were suggested): a point
-            # that has them
-            free = [i for i in self._free(live, queued=True)
-                    if all(self._all_grids[i][k] == fixed[n] for k, n in enumerate(self._param_names) if n in fixed)]
-            # earlier trials choosing at this moment (running, no point yet) take the first ones by this rule
-            ahead = sum(1 for t in live if t.state == TrialState.RUNNING and t.number < trial.number
-                        and self._holds(t) is None and GRID_NONE not in t.system_attrs)
-            for gid in free[ahead:]:
+            free, ahead, gone = self._choice(trials, trial.number, fixed)
+            if ahead < len(free):  # (earlier trials choosing at this moment take the first ones by this rule)
+                gid = free[ahead]
                 holder = next((t for t in gone.values() if self._holds(t) == gid), None)
                 if holder is None or runguard.fail_orphan(
                         study, holder, f"{runguard.INTERRUPTED}: its worker died while running it; its grid point "
@@ -184,7 +178,31 @@ def _grid(spec, seed: int):
                     study._storage.set_trial_system_attr(trial._trial_id, "search_space", self._search_space)
                     study._storage.set_trial_system_attr(trial._trial_id, "grid_id", gid)
                     return
-            study._storage.set_trial_system_attr(trial._trial_id, GRID_NONE, True)  # (pruned by the objective)
+            # no point for it (or another process recovered the dead holder first): pruned by the objective
+            study._storage.set_trial_system_attr(trial._trial_id, GRID_NONE, True)
+
+        def outlook(self, study) -> str:
+            """What a new trial would find: ``"free"`` (a point for it), ``"wait"`` (every untried point is
+            held, by a live worker's running trial, a queued retry, or trials choosing now) or ``"done"`` (no
+            point left untried)."""
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            if not grid_untried(self._param_names, self._all_grids, trials):
+                return "done"
+            free, ahead, _ = self._choice(trials, None, {})
+            return "free" if ahead < len(free) else "wait"
+
+        def _choice(self, trials, number: int | None, fixed: dict) -> tuple[list[int], int, dict]:
+            """(the free points, in order, that have the ``fixed`` values; how many running trials numbered
+            below ``number`` (None: any) are choosing theirs now; the running trials whose worker is gone)."""
+            gone = self._gone(trials, number)
+            live = [t for t in trials if t.number not in gone]
+            # (a retry queued with some of its values only -- its worker died while they were suggested --
+            # takes a point that has them)
+            free = [i for i in self._free(live)
+                    if all(self._all_grids[i][k] == fixed[n] for k, n in enumerate(self._param_names) if n in fixed)]
+            ahead = sum(1 for t in live if t.state == TrialState.RUNNING and (number is None or t.number < number)
+                        and self._holds(t) is None and not ({GRID_NONE, "fixed_params"} & set(t.system_attrs)))
+            return free, ahead, gone
 
         def _holds(self, t) -> int | None:
             """The grid point trial ``t`` holds: its ``grid_id``, else the index of its values (None: none yet)."""
@@ -200,34 +218,48 @@ def _grid(spec, seed: int):
             return {tuple(p): i for i, p in enumerate(self._all_grids)}
 
         @staticmethod
-        def _gone(trials, me: int) -> dict:
+        def _gone(trials, me: int | None) -> dict:
             """Running trials (other than ``me``) whose worker is gone (:func:`runguard.worker_gone`), by number."""
             now = datetime.datetime.now()
             return {t.number: t for t in trials
                     if t.state == TrialState.RUNNING and t.number != me and runguard.worker_gone(t, now)}
 
-        def _free(self, trials, *, queued: bool = False) -> list[int]:
-            """Untried points, in order, less those running trials hold (and with ``queued``, waiting ones)."""
-            states = (TrialState.RUNNING, TrialState.WAITING) if queued else (TrialState.RUNNING,)
-            held = {t.system_attrs["grid_id"] for t in trials if t.state in states and "grid_id" in t.system_attrs}
-            return [i for i in grid_untried(self._param_names, self._all_grids, trials, running=True, queued=queued)
-                    if i not in held]
+        def _free(self, trials) -> list[int]:
+            """Untried points, in order, less those that running and waiting trials hold, and those of dead
+            workers' trials failed for a retry that is not queued yet (a recovery fails, then queues: for
+            :data:`runguard.ORPHAN_GRACE_S` after the failure, in case the recovering process dies between)."""
+            retried = set()
+            for t in trials:
+                n = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
+                if n is not None:
+                    retried.add(int(n))
+            now = datetime.datetime.now()
+            held = set()
+            for t in trials:
+                if t.state in (TrialState.RUNNING, TrialState.WAITING) or (
+                        t.state == TrialState.FAIL and t.number not in retried
+                        and runguard.RETRIED in t.user_attrs.get("fail_reason", "")
+                        and t.datetime_complete is not None
+                        and (now - t.datetime_complete).total_seconds() < runguard.ORPHAN_GRACE_S):
+                    h = self._holds(t)
+                    if h is not None:
+                        held.add(h)
+            return [i for i in grid_untried(self._param_names, self._all_grids, trials) if i not in held]
 
         def _get_unvisited_grid_ids(self, study) -> list[int]:
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             return grid_untried(self._param_names, self._all_grids, trials)
 
         def after_trial(self, study, trial, state, values) -> None:
-            # this worker is done when, once this trial ends as it does, no point is left that nobody has tried
-            # or holds: a point another worker's live running trial holds is its (two workers ending the last
-            # two points at once each saw the other's still running, went on, and each repeated a point), while
-            # one held by a trial whose process died, or queued to retry, is left for this worker to take. A
-            # queued retry included: Optuna's own rule left the grid open after a queued trial took its last point
+            # the grid is done when no point is left untried once this trial ends as it does (a queued retry
+            # included: Optuna's own rule left the grid open after a queued trial took its last point); while
+            # points are held by other trials the joint strategy waits (outlook), it does not stop: a holder
+            # may yet fail and be retried
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             done = copy.copy(trial)
             done.state = state
-            gone = self._gone(trials, trial.number)
-            if not self._free([done if t.number == trial.number else t for t in trials if t.number not in gone]):
+            if not grid_untried(self._param_names, self._all_grids,
+                                [done if t.number == trial.number else t for t in trials]):
                 study.stop()
 
     # the study's own seed, not the worker's: one order of the grid for every worker and resumed run

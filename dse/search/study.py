@@ -600,10 +600,11 @@ def trial_objective(spec: StudySpec, runner) -> Callable[[optuna.Trial], list[fl
         trial.set_user_attr("worker", runguard.owner())
         guard = runguard.current
         try:  # (whatever this raises is recorded as the trial's reason: a failure without one would not count)
-            if GRID_NONE in trial.study._storage.get_trial_system_attrs(trial._trial_id):
+            sys_attrs = trial.study._storage.get_trial_system_attrs(trial._trial_id)
+            if GRID_NONE in sys_attrs and "grid_id" not in sys_attrs:  # (a heartbeat retry copies the mark)
                 # the grid sampler found no point left for it: nothing to evaluate
-                trial.set_user_attr("fail_reason", "no grid point left: every one is tried, or held by another "
-                                                   "worker's running trial")
+                trial.set_user_attr("fail_reason", "no grid point left for it: another worker took the last one "
+                                                   "it could have")
                 raise optuna.TrialPruned("no grid point left")
             # exact budget with several workers: a trial runs only if fewer than `budget` counting trials precede
             # it; a retry too (the trial it replaces no longer counts, but one admitted meanwhile may, or the
@@ -799,7 +800,7 @@ def recover_dead_workers(study: optuna.Study) -> list[int]:
         who = t.user_attrs.get("worker")
         # "interrupted ...": not counted toward the budget (its retry is); False: another worker got there first
         if not runguard.fail_orphan(study, t, f"{runguard.INTERRUPTED}: its worker {'(' + who + ') ' if who else ''}"
-                                               "died while running it; retried as a new trial"):
+                                               f"died while running it; {runguard.RETRIED}"):
             continue
         # what the trial was queued to do goes with its retry (Optuna's heartbeat retry keeps every attribute)
         # (its values, or those it was queued with when it died before they were suggested)

@@ -192,7 +192,7 @@ def test_two_workers_on_a_grid_try_every_point_and_say_so(tmp_path):
         assert s.status()["ended_early"] == Joint.GRID_DONE
     # every point once (a trial that finds no point left is pruned: test_worker_races.py); on a failure, every
     # trial: number, state, worker, grid point, start and end (a loaded CI run once gave 14 trials, two points
-    # twice: see test_two_workers_ending_the_last_two_points_at_once_both_stop)
+    # twice: see test_two_workers_ending_the_last_two_points_at_once_neither_starts_another)
     assert len(set(done)) == 12 and len(done) == 12, "\n".join(
         f"{t.number} {t.state.name} {t.user_attrs.get('worker')} {t.system_attrs.get('grid_id')} "
         f"{sorted(t.params.items())} {t.datetime_start} {t.datetime_complete}" for t in trials)
@@ -237,11 +237,12 @@ def test_workers_choosing_grid_points_at_once_from_one_reading_take_different_po
 
 
 @pytest.mark.parametrize("other", ["alive", "dead"])
-def test_two_workers_ending_the_last_two_points_at_once_both_stop(tmp_path, other):
+def test_two_workers_ending_the_last_two_points_at_once_neither_starts_another(tmp_path, other):
     """Two workers finish the grid's last two points at the same moment: each one's sampler, as its trial ends,
     reads the other's trial still running. Each went on and started one more trial with nothing left, which
-    repeated a point (a loaded CI run: 14 trials on the 12-point grid). A point a live worker's running trial
-    holds is now its: both stop. One held by a trial whose process died is not: the worker goes on, to retry it."""
+    repeated a point (a loaded CI run: 14 trials on the 12-point grid). Now a worker asks before it starts a
+    trial: while a live worker's running trial holds the last point it waits (that trial ends it, or fails
+    and is retried); a point held by a trial whose process died is free, to be taken over."""
     from optuna.trial import TrialState
 
     from dse.search.runguard import owner
@@ -270,7 +271,11 @@ def test_two_workers_ending_the_last_two_points_at_once_both_stop(tmp_path, othe
     stops = []
     study.stop = lambda: stops.append(True)  # (Optuna's own refuses outside optimize)
     sampler.after_trial(study, mine[0], TrialState.COMPLETE, [0.0])  # the other trial still running
-    assert stops == ([True] if other == "alive" else [])
+    st.set_trial_state_values(mine[0]._trial_id, TrialState.COMPLETE, [0.0])
+    assert stops == [] and sampler.outlook(study) == ("wait" if other == "alive" else "free")
+    if other == "alive":
+        st.set_trial_state_values(mine[1]._trial_id, TrialState.COMPLETE, [0.0])
+        assert sampler.outlook(study) == "done"
 
 
 def test_a_retry_that_completes_the_grid_ends_the_run(tmp_path):

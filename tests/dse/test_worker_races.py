@@ -3,6 +3,8 @@ interleaving forced by a patch) rather than by timing: the grid sampler's choice
 point, a dead worker's point, and the trial budget under retries. Each failed on the code before the fix."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import optuna
 from optuna.trial import TrialState
 
@@ -64,11 +66,15 @@ def test_two_workers_ending_with_one_point_left_do_not_both_take_it(tmp_path):
         sampler.before_trial(study, st.get_trial(t._trial_id))
     got = [st.get_trial(t._trial_id).system_attrs for t in new]
     assert got[0]["grid_id"] == 11 and "grid_id" not in got[1] and got[1].get(GRID_NONE), got  # no repeat
-    # the second is pruned before it suggests anything, and its worker then stops: nothing is left for it
-    for t, state in ((new[0], None), (new[1], TrialState.PRUNED)):
-        if state is not None:
-            sampler.after_trial(study, st.get_trial(t._trial_id), state, None)
-    assert stops == [True]
+    # the second is pruned before it suggests anything; its worker then waits while point 11 runs, and stops
+    # once it is done
+    sampler.after_trial(study, st.get_trial(new[1]._trial_id), TrialState.PRUNED, None)
+    st.set_trial_state_values(new[1]._trial_id, TrialState.PRUNED)
+    assert stops == [] and sampler.outlook(study) == "wait"
+    for k, v in zip(sampler._param_names, sampler._all_grids[11]):  # (its values, as suggested)
+        st.set_trial_param(new[0]._trial_id, k, dists[k].to_internal_repr(v), dists[k])
+    st.set_trial_state_values(new[0]._trial_id, TrialState.COMPLETE, [0.0])
+    assert sampler.outlook(study) == "done"
 
 
 def test_a_popped_retry_holds_its_point_before_its_values_are_suggested(tmp_path):
@@ -248,3 +254,144 @@ def test_a_recordless_orphan_past_the_grace_does_not_hold_the_last_point(tmp_pat
     study.stop = lambda: stops.append(True)
     sampler.after_trial(study, mine, TrialState.COMPLETE, [0.0])
     assert stops == [], "stopped: point 11 left to an orphan the recovery counts as dead"
+
+
+def test_a_new_trial_between_a_recovery_failing_a_trial_and_queuing_its_retry_leaves_its_point(tmp_path, monkeypatch):
+    """recover_dead_workers fails the dead holder of point 11 (FAIL 'interrupted': untried, unheld) and only then
+    queues its retry. A worker's before_trial in between finds point 11 free and takes it: the new trial and the
+    retry (which skips before_trial: all its values fixed) both evaluate point 11."""
+    from dse.search import runguard
+    from dse.search.study import recover_dead_workers
+
+    spec, sampler, study, dists = _setup(tmp_path, 11)
+    st = study._storage
+    _running(study, sampler, dists, 11, DEAD)
+    got = []
+    real = runguard.queue
+
+    def queue(*a, **k):  # another worker's new trial chooses its point right now
+        tid = st.create_new_trial(study._study_id)
+        sampler.before_trial(study, st.get_trial(tid))
+        got.append(st.get_trial(tid).system_attrs.get("grid_id"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(runguard, "queue", queue)
+    recover_dead_workers(study)
+    monkeypatch.undo()
+    (w,) = study.get_trials(states=(TrialState.WAITING,))
+    retry_gid = sampler._index[tuple(w.system_attrs["fixed_params"][n] for n in sampler._param_names)]
+    assert got != [retry_gid], f"point {retry_gid} taken by a new trial and queued to retry"
+
+
+def test_a_worker_waits_rather_than_prune_trials_while_a_recordless_trial_chooses(tmp_path):
+    """11 points complete; a trial created by a worker SIGKILLed before its before_trial (RUNNING, no point, no
+    owner record, younger than ORPHAN_GRACE_S). A resumed single worker: every trial is GRID_NONE (the orphan is
+    'ahead' of it and takes the last free point by the rule) and after_trial does not stop (the point is free):
+    the worker creates pruned trials as fast as it can until the 30 s grace ends."""
+    from dse.search.runner import run_study
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=11))["finished"] == 11
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    study._storage.create_new_trial(study._study_id)  # the killed worker's trial
+    res = run_study(spec, timeout=3)
+    trials = study.get_trials()
+    none = [t for t in trials if GRID_NONE in t.system_attrs]
+    assert len(none) <= 1, (len(none), res["finished"], res.get("exhausted"))
+
+
+def test_a_resumed_finished_grid_makes_no_trial(tmp_path):
+    """A resumed run of a finished grid (one worker) now makes one pruned GRID_NONE trial; dse status counts it
+    under 'failures'."""
+    from dse.results.views import status_summary
+    from dse.search.runner import run_study
+
+    _, spec = _grid_study(tmp_path, 20)
+    r1 = run_study(spec)
+    r2 = run_study(spec)
+    s = status_summary(spec)
+    print(r1.get("stop_reason"), "|", r2.get("stop_reason"), "|", s["trials"], s["failures"], s.get("ended_early"))
+    assert not any(k.startswith("no grid point left") for k in s["failures"]), s["failures"]
+
+
+def test_a_retry_that_completes_the_grid_records_that_the_grid_is_done(tmp_path):
+    """A queued retry run by the runner loop (not Joint.step) completes the grid: Joint.stopped stays False, so
+    record_end stores the generic stop_reason, not GRID_DONE."""
+    import itertools
+
+    from dse.search.runguard import queue
+    from dse.search.runner import run_study
+    from dse.search.strategies.joint import Joint
+    from dse.search.study import ended_early
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=11))["finished"] == 11
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    pts = {tuple(sorted(t.params.items())) for t in study.trials}
+    grid = spec.space.grid()
+    last = next(p for p in itertools.product(*grid.values()) if tuple(sorted(zip(grid, p))) not in pts)
+    queue(study, dict(zip(grid, last)), retry_of=10)
+    res = run_study(spec)
+    assert res["exhausted"]
+    assert ended_early(study) == Joint.GRID_DONE, (res.get("stop_reason"), ended_early(study))
+
+
+def test_a_lost_takeover_does_not_move_to_a_point_a_later_trial_counted_on(tmp_path, monkeypatch):
+    """10 points complete; dead D holds point 10; point 11 free. Trials A (n) and B (n+1) choose at once. A reads
+    the study (D gone: free [10, 11], ahead 0) and tries to take over 10; meanwhile B reads (A still choosing:
+    ahead 1) and takes free[1] = 11, and the recovery fails D first (A's fail_orphan loses). A then goes on to the
+    next point of its list: 11, which B has. Point 11 is evaluated twice (and 10 by the retry)."""
+    from dse.search import runguard
+    from dse.search.study import recover_dead_workers
+
+    spec, sampler, study, dists = _setup(tmp_path, 10)
+    st = study._storage
+    _running(study, sampler, dists, 10, DEAD)
+    a = st.get_trial(st.create_new_trial(study._study_id))
+    b = st.get_trial(st.create_new_trial(study._study_id))
+    real = runguard.fail_orphan
+    calls = []
+
+    def fail_orphan(s, t, reason):
+        if not calls:
+            calls.append(1)
+            sampler.before_trial(study, st.get_trial(b._trial_id))  # B chooses now
+            recover_dead_workers(study)  # and a worker's periodic recovery fails D first
+        return real(s, t, reason)
+
+    monkeypatch.setattr(runguard, "fail_orphan", fail_orphan)
+    sampler.before_trial(study, st.get_trial(a._trial_id))
+    monkeypatch.undo()
+    ga = st.get_trial(a._trial_id).system_attrs.get("grid_id")
+    gb = st.get_trial(b._trial_id).system_attrs.get("grid_id")
+    assert ga is None or ga != gb, f"A and B both took point {ga}"
+
+
+def test_a_young_recordless_holder_of_the_last_point_is_waited_for_then_taken_over(tmp_path):
+    """A worker killed after the sampler gave its trial the last point (grid_id) and before it recorded itself
+    leaves a RUNNING trial without an owner record. A resumed single worker waits while that trial is younger
+    than the orphan grace (it may be another process's, about to record itself) -- it neither repeats the
+    point nor ends the run with it untried (it did both, on two versions of the rule) -- and once the trial is
+    older, takes its point over."""
+    import datetime
+
+    from sqlalchemy import text
+
+    from dse.search.runner import run_study
+    from dse.search.samplers import grid_untried
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=11))["finished"] == 11
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    sampler = make_sampler(spec, 0)
+    (left,) = grid_untried(sampler._param_names, sampler._all_grids, study.get_trials())
+    tid = study._storage.create_new_trial(study._study_id)
+    study._storage.set_trial_system_attr(tid, "grid_id", left)
+    res = run_study(spec, timeout=2)
+    assert res["complete"] == 11 and not res["exhausted"] and len(study.get_trials()) == 12
+    engine = getattr(study._storage, "_backend", study._storage).engine
+    with engine.begin() as c:  # (as if it were created 5 minutes ago)
+        c.execute(text("UPDATE trials SET datetime_start = :d WHERE trial_id = :t"),
+                  {"d": datetime.datetime.now() - datetime.timedelta(seconds=300), "t": tid})
+    res = run_study(spec, timeout=60)
+    assert res["complete"] == 12 and res["exhausted"]

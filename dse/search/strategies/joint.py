@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 from dse.search.strategies.base import Strategy
 
@@ -36,15 +37,29 @@ class Joint(Strategy):
         return None if left else cls.GRID_DONE
 
     def figures(self) -> dict:
-        if not self.stopped:
-            return {}
-        return {"stop_reason": self.covered(self.spec, self.runner.study) or self.stop_reason}
+        # (the grid's last point may be a queued retry the runner evaluated itself, not a step's trial)
+        done = self.covered(self.spec, self.runner.study)
+        if done:
+            return {"stop_reason": done}
+        return {"stop_reason": self.stop_reason} if self.stopped else {}
 
     stopped = False  # the sampler stopped the study
+
+    #: seconds between two looks while every untried point of the grid is held by other trials
+    WAIT_S = 0.2
 
     def step(self) -> bool:
         from dse.search.study import optimize_one  # (deferred: a study file is read without importing Optuna)
 
         r = self.runner
+        outlook = getattr(r.study.sampler, "outlook", None)  # the grid sampler's (dse.search.samplers)
+        if outlook is not None:
+            seen = outlook(r.study)
+            if seen == "done":  # every point tried
+                self.stopped = True
+                return False
+            if seen == "wait":  # every untried point held by another trial, which ends it or fails and is retried
+                time.sleep(self.WAIT_S)
+                return True
         self.stopped = not optimize_one(r.study, r.objective)  # the sampler stopped the study (its grid is done)
         return not self.stopped
