@@ -292,7 +292,9 @@ def orphans(study, grace: float = ORPHAN_GRACE_S) -> tuple[list, list]:
 def worker_gone(t, now: datetime.datetime | None = None, grace: float = ORPHAN_GRACE_S) -> bool:
     """Whether the process running trial ``t`` (RUNNING) is gone: its owner record names a dead process of this
     machine, or it has none and is older than ``grace`` seconds (its creator was stopped before recording
-    itself). A trial of another machine's process is never taken for gone (its heartbeat says)."""
+    itself). A trial recorded by another machine's process is never taken for gone (its heartbeat says, on
+    PostgreSQL). The age is read against this machine's clock: a recordless trial of a machine whose clock is
+    behind looks older than it is (for the milliseconds before its objective records its owner)."""
     record = t.user_attrs.get("worker")
     if record:
         return owner_alive(record) is False

@@ -100,12 +100,11 @@ def _hvi(spec, seed: int):
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def grid_untried(names: list[str], points, trials, *, running: bool = False) -> list[int]:
+def grid_untried(names: list[str], points, trials) -> list[int]:
     """The indices of ``points`` (value tuples of the knobs ``names``) that no trial of ``trials`` has tried:
     tried means complete, or failed for a reason of its own -- not a trial interrupted or whose worker died
-    (its point is retried), nor one pruned (a budget overflow, a claim); with ``running``, a running trial's
-    point counts as tried too. A trial's point is its values, or those it was queued with (a retry before its
-    values are suggested)."""
+    (its point is retried), nor one pruned (a budget overflow, a claim). A trial's point is its values, or
+    those it was queued with (a retry before its values are suggested)."""
     from optuna.trial import TrialState
 
     tried = set()
@@ -114,8 +113,8 @@ def grid_untried(names: list[str], points, trials, *, running: bool = False) -> 
         if not all(n in p for n in names):
             continue
         reason = t.user_attrs.get("fail_reason", "")
-        if (t.state == TrialState.COMPLETE or running and t.state == TrialState.RUNNING
-                or t.state == TrialState.FAIL and reason and not reason.startswith("interrupted")):
+        if t.state == TrialState.COMPLETE or (
+                t.state == TrialState.FAIL and reason and not reason.startswith("interrupted")):
             tried.add(tuple(p[n] for n in names))
     return [i for i, p in enumerate(points) if tuple(p) not in tried]
 
@@ -186,22 +185,35 @@ def _grid(spec, seed: int):
             held, by a live worker's running trial, a queued retry, or trials choosing now) or ``"done"`` (no
             point left untried)."""
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
-            if not grid_untried(self._param_names, self._all_grids, trials):
+            untried = grid_untried(self._param_names, self._all_grids, trials)
+            if not untried:
                 return "done"
-            free, ahead, _ = self._choice(trials, None, {})
+            free, ahead, _ = self._choice(trials, None, {}, untried)
             return "free" if ahead < len(free) else "wait"
 
-        def _choice(self, trials, number: int | None, fixed: dict) -> tuple[list[int], int, dict]:
+        def held_elsewhere(self, study) -> list[tuple[int, str]]:
+            """(number, owner record) of the running trials holding an untried point whose process this machine
+            cannot see (another host's, by its record): nothing here can tell whether they will end."""
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            untried = set(grid_untried(self._param_names, self._all_grids, trials))
+            return [(t.number, t.user_attrs.get("worker", "")) for t in trials
+                    if t.state == TrialState.RUNNING and self._holds(t) in untried
+                    and runguard.owner_alive(t.user_attrs.get("worker", "")) is None]
+
+        def _choice(self, trials, number: int | None, fixed: dict,
+                    untried: list[int] | None = None) -> tuple[list[int], int, dict]:
             """(the free points, in order, that have the ``fixed`` values; how many running trials numbered
             below ``number`` (None: any) are choosing theirs now; the running trials whose worker is gone)."""
             gone = self._gone(trials, number)
             live = [t for t in trials if t.number not in gone]
             # (a retry queued with some of its values only -- its worker died while they were suggested --
             # takes a point that has them)
-            free = [i for i in self._free(live)
+            free = [i for i in self._free(live, untried)
                     if all(self._all_grids[i][k] == fixed[n] for k, n in enumerate(self._param_names) if n in fixed)]
+            # (a retry choosing with some values fixed counts as one ahead although it takes a point that has
+            # them, not necessarily the first: the count errs toward skipping a point, never toward sharing one)
             ahead = sum(1 for t in live if t.state == TrialState.RUNNING and (number is None or t.number < number)
-                        and self._holds(t) is None and not ({GRID_NONE, "fixed_params"} & set(t.system_attrs)))
+                        and self._holds(t) is None and GRID_NONE not in t.system_attrs)
             return free, ahead, gone
 
         def _holds(self, t) -> int | None:
@@ -224,7 +236,7 @@ def _grid(spec, seed: int):
             return {t.number: t for t in trials
                     if t.state == TrialState.RUNNING and t.number != me and runguard.worker_gone(t, now)}
 
-        def _free(self, trials) -> list[int]:
+        def _free(self, trials, untried: list[int] | None = None) -> list[int]:
             """Untried points, in order, less those that running and waiting trials hold, and those of dead
             workers' trials failed for a retry that is not queued yet (a recovery fails, then queues: for
             :data:`runguard.ORPHAN_GRACE_S` after the failure, in case the recovering process dies between)."""
@@ -244,9 +256,11 @@ def _grid(spec, seed: int):
                     h = self._holds(t)
                     if h is not None:
                         held.add(h)
-            return [i for i in grid_untried(self._param_names, self._all_grids, trials) if i not in held]
+            if untried is None:  # (the untried points of these trials, when the caller has them already)
+                untried = grid_untried(self._param_names, self._all_grids, trials)
+            return [i for i in untried if i not in held]
 
-        def _get_unvisited_grid_ids(self, study) -> list[int]:
+        def _get_unvisited_grid_ids(self, study) -> list[int]:  # (Optuna's is_exhausted reads it)
             trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
             return grid_untried(self._param_names, self._all_grids, trials)
 

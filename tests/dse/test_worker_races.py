@@ -395,3 +395,53 @@ def test_a_young_recordless_holder_of_the_last_point_is_waited_for_then_taken_ov
                   {"d": datetime.datetime.now() - datetime.timedelta(seconds=300), "t": tid})
     res = run_study(spec, timeout=60)
     assert res["complete"] == 12 and res["exhausted"]
+
+
+def test_a_point_held_by_another_hosts_trial_ends_the_run_saying_so(tmp_path, monkeypatch):
+    """A worker on another machine (or a previous container: its hostname differs) was killed holding the grid's
+    last untried point, and the study is resumed here on a SQLite file (no heartbeat): nothing here can tell
+    whether that trial will end. The run waited for ever, silently; now it waits HELD_WAIT_S, then ends and
+    says which trial holds the point and how to free it."""
+    from dse.search.runner import run_study
+    from dse.search.samplers import grid_untried
+    from dse.search.strategies.joint import Joint
+    from dse.search.study import ended_early
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=11))["finished"] == 11
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    sampler = make_sampler(spec, 0)
+    (left,) = grid_untried(sampler._param_names, sampler._all_grids, study.get_trials())
+    tid = study._storage.create_new_trial(study._study_id)
+    study._storage.set_trial_system_attr(tid, "grid_id", left)
+    study._storage.set_trial_user_attr(tid, "worker", "elsewhere:4242:1")
+    monkeypatch.setattr(Joint, "HELD_WAIT_S", 0.5)
+    res = run_study(spec, timeout=60)
+    assert res["complete"] == 11 and res["exhausted"] and len(study.get_trials()) == 12  # no repeat, no wait
+    for reason in (res["stop_reason"], ended_early(study)):
+        assert "trial 11 (elsewhere:4242:1)" in reason and "another machine" in reason and "tell(" in reason
+
+
+def test_a_retry_queued_without_values_is_counted_ahead_by_a_new_trial(tmp_path, monkeypatch):
+    """A worker killed between before_trial (grid_id) and the suggest leaves a trial with no values; its retry is
+    queued with fixed_params = {}, so it chooses a point. Popped (RUNNING) at the moment a new trial chooses too,
+    both from one reading: the new trial's `ahead` skipped the retry (it has fixed_params), the retry's skipped
+    nothing: both took free[0]."""
+    from dse.search.study import recover_dead_workers
+
+    spec, sampler, study, dists = _setup(tmp_path, 9)
+    st = study._storage
+    _running(study, sampler, dists, 9, DEAD, params=False)  # (holds grid_id 9, no values)
+    recover_dead_workers(study)
+    (w,) = study.get_trials(states=(TrialState.WAITING,))
+    assert w.system_attrs["fixed_params"] == {}
+    assert st.set_trial_state_values(w._trial_id, TrialState.RUNNING)  # popped by worker 1
+    fresh = st.create_new_trial(study._study_id)  # worker 2's new trial (numbered after the retry)
+    snap = st.get_all_trials(study._study_id)  # one reading for both
+    monkeypatch.setattr(st, "get_all_trials", lambda *a, **k: snap)
+    sampler.before_trial(study, st.get_trial(w._trial_id))
+    sampler.before_trial(study, st.get_trial(fresh))
+    monkeypatch.undo()
+    a = st.get_trial(w._trial_id).system_attrs.get("grid_id")
+    b = st.get_trial(fresh).system_attrs.get("grid_id")
+    assert a is None or a != b, f"the retry and the new trial both took point {a}"

@@ -41,12 +41,20 @@ class Joint(Strategy):
         done = self.covered(self.spec, self.runner.study)
         if done:
             return {"stop_reason": done}
+        if self.held:
+            return {"stop_reason": self.held}
         return {"stop_reason": self.stop_reason} if self.stopped else {}
 
     stopped = False  # the sampler stopped the study
+    held = None  # why the run left untried grid points to other machines' running trials
 
-    #: seconds between two looks while every untried point of the grid is held by other trials
-    WAIT_S = 0.2
+    #: seconds between two looks while every untried point of the grid is held by other trials (doubling from
+    #: the first to the second)
+    WAIT_S = (0.2, 2.0)
+    #: seconds a run waits while the untried points are held by running trials of another machine (whose
+    #: process nothing here can see) before it ends and leaves them to those
+    HELD_WAIT_S = 30.0
+    _waiting_since: float | None = None
 
     def step(self) -> bool:
         from dse.search.study import optimize_one  # (deferred: a study file is read without importing Optuna)
@@ -59,7 +67,28 @@ class Joint(Strategy):
                 self.stopped = True
                 return False
             if seen == "wait":  # every untried point held by another trial, which ends it or fails and is retried
-                time.sleep(self.WAIT_S)
-                return True
+                return self._wait(r.study)
+            self._waiting_since = None
         self.stopped = not optimize_one(r.study, r.objective)  # the sampler stopped the study (its grid is done)
         return not self.stopped
+
+    def _wait(self, study) -> bool:
+        """Wait a little for the held points (True), or end the run (False) once they have been held by other
+        machines' running trials for :attr:`HELD_WAIT_S` (a study copied from another machine, a node that was
+        lost: nothing here fails them)."""
+        now = time.monotonic()
+        if self._waiting_since is None:
+            self._waiting_since, self._pause = now, self.WAIT_S[0]
+        elif now - self._waiting_since > self.HELD_WAIT_S:
+            elsewhere = study.sampler.held_elsewhere(study)
+            if elsewhere:
+                names = ", ".join(f"{n} ({who or 'no owner recorded'})" for n, who in elsewhere[:5])
+                self.held = (f"every untried grid point is held by a running trial of another machine (trial "
+                             f"{names}) that has not ended in {self.HELD_WAIT_S:g} s: this run leaves those points "
+                             "to it; if its process is gone, mark the trial failed (Python: dse.open_study(FILE)"
+                             ".optuna.tell(N, state=optuna.trial.TrialState.FAIL)) and run again")
+                self.stopped = True
+                return False
+        time.sleep(self._pause)
+        self._pause = min(2 * self._pause, self.WAIT_S[1])
+        return True
