@@ -378,15 +378,8 @@ def test_a_young_recordless_holder_of_the_last_point_is_waited_for_then_taken_ov
     from sqlalchemy import text
 
     from dse.search.runner import run_study
-    from dse.search.samplers import grid_untried
 
-    _, spec = _grid_study(tmp_path, 20)
-    assert run_study(replace(spec, trials=11))["finished"] == 11
-    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
-    sampler = make_sampler(spec, 0)
-    (left,) = grid_untried(sampler._param_names, sampler._all_grids, study.get_trials())
-    tid = study._storage.create_new_trial(study._study_id)
-    study._storage.set_trial_system_attr(tid, "grid_id", left)
+    spec, study, tid = _last_point_held(tmp_path)
     res = run_study(spec, timeout=2)
     assert res["complete"] == 11 and not res["exhausted"] and len(study.get_trials()) == 12
     engine = getattr(study._storage, "_backend", study._storage).engine
@@ -403,17 +396,10 @@ def test_a_point_held_by_another_hosts_trial_ends_the_run_saying_so(tmp_path, mo
     whether that trial will end. The run waited for ever, silently; now it waits HELD_WAIT_S, then ends and
     says which trial holds the point and how to free it."""
     from dse.search.runner import run_study
-    from dse.search.samplers import grid_untried
     from dse.search.strategies.joint import Joint
     from dse.search.study import ended_early
 
-    _, spec = _grid_study(tmp_path, 20)
-    assert run_study(replace(spec, trials=11))["finished"] == 11
-    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
-    sampler = make_sampler(spec, 0)
-    (left,) = grid_untried(sampler._param_names, sampler._all_grids, study.get_trials())
-    tid = study._storage.create_new_trial(study._study_id)
-    study._storage.set_trial_system_attr(tid, "grid_id", left)
+    spec, study, tid = _last_point_held(tmp_path)
     study._storage.set_trial_user_attr(tid, "worker", "elsewhere:4242:1")
     monkeypatch.setattr(Joint, "HELD_WAIT_S", 0.5)
     res = run_study(spec, timeout=60)
@@ -445,3 +431,19 @@ def test_a_retry_queued_without_values_is_counted_ahead_by_a_new_trial(tmp_path,
     a = st.get_trial(w._trial_id).system_attrs.get("grid_id")
     b = st.get_trial(fresh).system_attrs.get("grid_id")
     assert a is None or a != b, f"the retry and the new trial both took point {a}"
+
+
+def _last_point_held(tmp_path):
+    """(spec, study, trial id): a grid study with 11 of its 12 points complete and a RUNNING trial without an
+    owner record holding the last one (grid_id), as a worker killed after the sampler gave it leaves."""
+    from dse.search.runner import run_study
+    from dse.search.samplers import grid_untried
+
+    _, spec = _grid_study(tmp_path, 20)
+    assert run_study(replace(spec, trials=11))["finished"] == 11
+    study = optuna.load_study(study_name=spec.name, storage=f"sqlite:///{tmp_path / 'tiny.db'}")
+    sampler = make_sampler(spec, 0)
+    (left,) = grid_untried(sampler._param_names, sampler._all_grids, study.get_trials())
+    tid = study._storage.create_new_trial(study._study_id)
+    study._storage.set_trial_system_attr(tid, "grid_id", left)
+    return spec, study, tid
