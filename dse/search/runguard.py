@@ -229,6 +229,17 @@ def guarded(url: str | None = None):
 RETRY_KEEPS = ("finish_of",)
 
 
+def retry_of(t) -> int | None:
+    """The number of the failed trial that trial ``t`` retries (Optuna's heartbeat retry or ours), or None."""
+    n = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
+    return None if n is None else int(n)
+
+
+def retried(trials) -> set[int]:
+    """Numbers of failed trials that a trial of ``trials`` retries."""
+    return {n for n in map(retry_of, trials) if n is not None}
+
+
 def queue(study, params: dict, *, by: str | None = None, **user_attrs) -> None:
     """Enqueue a trial with ``params``, marked as queued by this process (``queued_by``: ``by``, by default
     :func:`owner`)."""

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from dse.search.noise import noise_figures
 from dse.search.pareto import ProgressFront, front, recent_gain
-from dse.search.runguard import derive_seed, guarded, owner
+from dse.search.runguard import derive_seed, guarded, owner, retry_of
 from dse.search.strategies import strategy_class
 from dse.search.study import (
     RunResult,
@@ -103,11 +103,11 @@ class BudgetTracker:
         n = len(self._counts)
         for t in fresh:  # a retry un-counts the failed trial it repeats
             self.keys.add(tuple(sorted(t.params.items())))
-            k = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
-            if k is not None and int(k) not in self._retried:
-                self._retried.add(int(k))
-                if int(k) < len(self._counts) and self._counts[int(k)]:
-                    self._counts[int(k)] = False
+            k = retry_of(t)
+            if k is not None and k not in self._retried:
+                self._retried.add(k)
+                if k < len(self._counts) and self._counts[k]:
+                    self._counts[k] = False
                     self.done -= 1
                     self.failed -= 1
         for number, tid in list(self._open.items()):

@@ -240,11 +240,7 @@ def _grid(spec, seed: int):
             """Untried points, in order, less those that running and waiting trials hold, and those of dead
             workers' trials failed for a retry that is not queued yet (a recovery fails, then queues: for
             :data:`runguard.ORPHAN_GRACE_S` after the failure, in case the recovering process dies between)."""
-            retried = set()
-            for t in trials:
-                n = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
-                if n is not None:
-                    retried.add(int(n))
+            retried = runguard.retried(trials)
             now = datetime.datetime.now()
             held = set()
             for t in trials:

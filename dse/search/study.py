@@ -551,16 +551,6 @@ def suggest(trial: optuna.Trial, name: str, knob) -> Any:
     return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
 
 
-def _retried(trials) -> set[int]:
-    """Numbers of failed trials that a later trial retries (Optuna's heartbeat retry or ours)."""
-    out = set()
-    for t in trials:
-        n = t.system_attrs.get("failed_trial", t.user_attrs.get("retry_of"))
-        if n is not None:
-            out.add(int(n))
-    return out
-
-
 def counts_toward_budget(t, retried: set[int]) -> bool:
     """Whether a trial counts toward the budget (or will): complete, running, waiting, or a genuine failure
     -- not a trial retried after its worker died, an interrupted one, or a pruned budget overflow."""
@@ -577,7 +567,7 @@ def counts_toward_budget(t, retried: set[int]) -> bool:
 def failed_count(study: optuna.Study) -> int:
     """Genuinely failed trials (impossible configurations, errors), not retried or interrupted ones."""
     trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
+    retried = runguard.retried(trials)
     return sum(1 for t in trials if t.state == TrialState.FAIL and counts_toward_budget(t, retried))
 
 
@@ -585,7 +575,7 @@ def budget_state(study: optuna.Study) -> dict:
     """Trials that count toward the budget: ``done`` (complete or genuinely failed), ``active`` (running or
     waiting), and ``waiting`` alone."""
     trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
+    retried = runguard.retried(trials)
     counted = [t for t in trials if counts_toward_budget(t, retried)]
     done = sum(t.state in FINISHED for t in counted)
     waiting = sum(t.state == TrialState.WAITING for t in counted)

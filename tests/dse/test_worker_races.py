@@ -115,8 +115,9 @@ def test_the_retry_of_a_grid_trial_killed_before_its_values_were_suggested_runs(
     the retry is recorded as a genuine failure that counts toward the budget; the point is never retried."""
     from dataclasses import replace
 
+    from dse.search.runguard import retried
     from dse.search.runner import run_study
-    from dse.search.study import _retried, counts_toward_budget
+    from dse.search.study import counts_toward_budget
 
     _, spec = _grid_study(tmp_path, 20)
     assert run_study(replace(spec, trials=2))["finished"] == 2
@@ -130,7 +131,7 @@ def test_the_retry_of_a_grid_trial_killed_before_its_values_were_suggested_runs(
     trials = study.get_trials()
     bad = [t for t in trials if t.state == TrialState.FAIL and "ValueError" in t.user_attrs.get("fail_reason", "")]
     assert not bad, (res["finished"], res["failed"], [(t.number, t.user_attrs["fail_reason"]) for t in bad],
-                     [counts_toward_budget(t, _retried(trials)) for t in bad])
+                     [counts_toward_budget(t, retried(trials)) for t in bad])
 
 
 def _live_other():
