@@ -77,10 +77,10 @@ def _folder_fault(path: Path) -> str | None:
     try:
         if os.statvfs(a).f_flag & os.ST_RDONLY:
             return ERRNO_FAULTS[errno.EROFS]
-        # the file system's own verdict (permissions, ACLs, pseudo file systems such as /proc)
-        fd, probe = tempfile.mkstemp(dir=a, prefix=".dse-probe-")
-        os.close(fd)
-        os.unlink(probe)
+        # the file system's own verdict (permissions, ACLs, pseudo file systems such as /proc), from a file
+        # without a name where the system allows (Linux's O_TMPFILE): a signal cannot leave it behind
+        with tempfile.TemporaryFile(dir=a, prefix=".dse-probe-"):
+            pass
     except OSError as e:
         return fault_reason(e, path)
     return None
